@@ -1,0 +1,1 @@
+"""Schedulers: the learned TapFinger policy and the baselines it is compared against."""
