@@ -1,0 +1,516 @@
+"""The TapFinger policy: encoder, pointer, Bayes conflict resolution, allocation head, critic.
+
+One forward pass serves a whole batch of observations (padded tensors with a leading batch
+dimension ``B``) and all ``N`` agents at once:
+
+1. the encoder (HAN over the batched heterogeneous graph, or an MLP for the ablations) gives
+   per-slot task embeddings and cluster embeddings;
+2. every agent turns its ``P`` slots into agent-specific slot embeddings (task embedding
+   plus its own cluster's embedding, so one set of weights serves any number of clusters);
+3. task selection: pointer network over feasible slots (``tapfinger``, ``no-han``), uniform
+   over feasible slots (``no-pointer``) or the earliest feasible slot (``vanilla``, FIFO);
+4. conflicts between agents that picked the same task: Bayes rule (eq. 11,
+   :mod:`agents.conflict`);
+5. allocation: 2-layer MLP on the selected slot's embedding, masked to
+   ``[min requirement, min(free, per-task max)]`` plus the void action (eq. 12).
+
+Log-probabilities and entropies follow eqs. 13-14: an agent with no feasible slot is
+*skipped* (contributes 0); a conflict loser keeps the selection term and drops the
+allocation term. :meth:`TapFingerPolicy.evaluate_actions` recomputes them from the stored
+observation and action (slot, allocation, lost flag), never by re-sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from agents.conflict import PRIORS, resolve_conflicts
+from envs.config import ConfigError, ScenarioConfig
+from envs.config import from_dict as scenario_from_dict
+from envs.config import to_dict as scenario_to_dict
+from envs.observation import ObservationSpec
+from networks.graph import EncoderOutput, canonical_slots
+from networks.han import GraphEncoder
+from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector
+from networks.mlp_encoder import MLPEncoder
+from networks.pointer import PointerNet
+
+POLICY_VARIANTS = ("tapfinger", "no-han", "no-pointer", "vanilla")
+OBS_KEYS = (
+    "pending_x", "pending_mask", "pending_where", "pending_min", "alloc_high", "feasible",
+    "running_x", "running_mask", "cluster_x",
+)
+CHECKPOINT_KEYS = ("model", "policy_config", "scenario", "obs_spec")
+
+
+class CheckpointError(ValueError):
+    """A policy checkpoint is unreadable, incomplete, or does not fit the model or scenario."""
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------
+@dataclass
+class PolicyConfig:
+    """Architecture of a :class:`TapFingerPolicy` (stored in every checkpoint).
+
+    ``variant``: one of :data:`POLICY_VARIANTS`. ``hidden``/``han_layers``/``heads``: HAN
+    encoder size. ``faithful``: the paper's plain HANConv stack (no input projection,
+    residual or LayerNorm; see :meth:`paper` for the paper's sizes). ``self_relation``: add
+    the self relation to the residual stack too (always on when faithful).
+    ``pointer_dim``/``pointer_ffn``/``pointer_layers``/``pointer_heads``: pointer transformer
+    size. ``mlp_layers``: depth of the ``no-han``/``vanilla`` encoder. ``shared_actors``: one
+    set of actor/critic-head weights for any number of clusters (False: one per agent, the
+    paper's layout, tied to the scenario's N). ``prior``: conflict prior, ``paper`` (eq. 11)
+    or ``code`` (the reference code's softmax).
+    """
+
+    variant: str = "tapfinger"
+    hidden: int = 128
+    han_layers: int = 3
+    heads: int = 4
+    faithful: bool = False
+    self_relation: bool = False
+    shared_actors: bool = True
+    prior: str = "paper"
+    pointer_dim: int = 64
+    pointer_layers: int = 2
+    pointer_heads: int = 4
+    pointer_ffn: int = 128
+    mlp_layers: int = 4
+
+    def __post_init__(self) -> None:
+        if self.variant not in POLICY_VARIANTS:
+            raise ConfigError(f"policy variant must be one of {list(POLICY_VARIANTS)}, got {self.variant!r}")
+        if self.prior not in PRIORS:
+            raise ConfigError(f"policy prior must be one of {list(PRIORS)}, got {self.prior!r}")
+        for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers", "pointer_heads", "pointer_ffn",
+                     "mlp_layers"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"policy {name} must be a positive integer, got {v!r}")
+        for name in ("faithful", "self_relation", "shared_actors"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"policy {name} must be true or false, got {getattr(self, name)!r}")
+        if self.hidden % self.heads:
+            raise ConfigError(f"policy hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        if self.pointer_dim % self.pointer_heads:
+            raise ConfigError(
+                f"policy pointer_dim ({self.pointer_dim}) must be divisible by pointer_heads ({self.pointer_heads})"
+            )
+
+    @classmethod
+    def paper(cls, variant: str = "tapfinger", **overrides: Any) -> "PolicyConfig":
+        """The paper's sizes: plain 6-layer HAN, 4 heads, hidden 256, unshared actors, and the
+        reference pointer (d_model 256, feed-forward 2048)."""
+        base = dict(variant=variant, hidden=256, han_layers=6, heads=4, faithful=True, shared_actors=False,
+                    pointer_dim=256, pointer_ffn=2048)
+        base.update(overrides)
+        return cls(**base)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "PolicyConfig":
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"policy config must be a mapping, got {type(raw).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise ConfigError(f"policy config: unknown key(s) {unknown}; valid keys: {sorted(names)}")
+        return cls(**dict(raw))
+
+
+# ---------------------------------------------------------------------------------------
+# Observation helpers
+# ---------------------------------------------------------------------------------------
+def spec_dims(spec: Any) -> dict[str, Any]:
+    """The spec numbers the policy depends on, as a plain dict."""
+    K = int(spec.K)
+    alloc = tuple(int(a) for a in spec.alloc_dims)
+    return {
+        "N": int(spec.N),
+        "P": int(spec.P),
+        "K": K,
+        "alloc_dims": alloc,
+        "pending_features": int(getattr(spec, "Fp", K + 5)),
+        "running_features": int(getattr(spec, "Fr", K + 4)),
+        "cluster_features": int(getattr(spec, "Fc", 6)),
+    }
+
+
+def spec_to_dict(spec: Any) -> dict[str, Any]:
+    """Plain dict of an observation spec's fields (dataclass or simple object)."""
+    if dataclasses.is_dataclass(spec):
+        out = {}
+        for f in dataclasses.fields(spec):
+            if f.name.startswith("_"):
+                continue
+            v = getattr(spec, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(spec).items() if not k.startswith("_")}
+
+
+def obs_to_torch(
+    obs: Mapping[str, Any], device: torch.device | str = "cpu", add_batch: bool | None = None
+) -> dict[str, Tensor]:
+    """Numpy (or tensor) observation dict -> tensors on ``device``; adds a batch dim to single observations."""
+    if add_batch is None:
+        add_batch = np.ndim(obs["pending_mask"]) == 2
+    out = {}
+    for k in OBS_KEYS:
+        t = torch.as_tensor(obs[k], device=device)
+        out[k] = t.unsqueeze(0) if add_batch else t
+    return out
+
+
+def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
+    """Free (CPU, GPU) per cluster: de-normalised ``cluster_x`` if the scale is known."""
+    if scale is None:
+        return obs["alloc_high"].to(torch.float64)
+    return torch.round(obs["cluster_x"][..., :2].to(torch.float64) * scale.to(torch.float64))
+
+
+def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
+    g = -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
+    return (logits + g).argmax(-1)
+
+
+def _entropy(logp: Tensor) -> Tensor:
+    return -(logp.exp() * logp).sum(-1)
+
+
+def _masked_terms(
+    skip: Tensor, lost: Tensor, sel_logp: Tensor, lp_sel: Tensor, al_logp: Tensor, lp_alloc: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Eqs. 13-14 per agent: skipped -> 0; conflict loser -> selection term only; else both."""
+    zero = torch.zeros_like(lp_sel)
+    log_prob = torch.where(skip, zero, lp_sel + torch.where(lost, zero, lp_alloc))
+    entropy = torch.where(skip, zero, _entropy(sel_logp) + torch.where(lost, zero, _entropy(al_logp)))
+    return log_prob, entropy
+
+
+@dataclass
+class ActOutput:
+    """Result of :meth:`TapFingerPolicy.act` (all tensors have leading dims ``(B, N)``)."""
+
+    action: Tensor  # (B, N, 3) long: slot, allocation index, lost flag
+    log_prob: Tensor  # (B, N)
+    entropy: Tensor  # (B, N)
+    skip: Tensor  # (B, N) bool
+    value: Tensor | None = None  # (B, N) when requested
+    extra: dict[str, Tensor] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------
+# The policy
+# ---------------------------------------------------------------------------------------
+class TapFingerPolicy(nn.Module):
+    """Actor-critic for all agents of a scenario; see the module docstring."""
+
+    def __init__(self, spec: Any, cfg: PolicyConfig | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg or PolicyConfig()
+        self.spec = spec
+        d = spec_dims(spec)
+        self.dims = d
+        self.alloc_dims = d["alloc_dims"]
+        c = self.cfg
+        H = c.hidden
+        if c.variant in ("tapfinger", "no-pointer"):
+            self.encoder: nn.Module = GraphEncoder(
+                d["pending_features"], d["running_features"], d["cluster_features"],
+                hidden=H, layers=c.han_layers, heads=c.heads, faithful=c.faithful, self_relation=c.self_relation,
+            )
+        else:
+            self.encoder = MLPEncoder(d["pending_features"], d["cluster_features"], hidden=H, layers=c.mlp_layers)
+        n_act = 1 if c.shared_actors else d["N"]
+        self.n_actor_sets = n_act
+        uses_pointer = c.variant in ("tapfinger", "no-han")
+        self.slot_proj = SlotProjector(n_act, H, c.pointer_dim) if uses_pointer else None
+        self.pointer = (
+            PointerNet(n_act, c.pointer_dim, c.pointer_layers, c.pointer_heads, c.pointer_ffn) if uses_pointer else None
+        )
+        self.alloc_head = AllocationHead(n_act, H, self.alloc_dims)
+        self.critic = CentralCritic(n_act, H)
+        scale = getattr(spec, "scale", None)
+        self.register_buffer(
+            "free_scale", torch.tensor(scale, dtype=torch.float64) if scale is not None else torch.zeros(0),
+            persistent=False,
+        )
+
+    # ------------------------------------------------------------------ building blocks
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def as_tensors(self, obs: Mapping[str, Any]) -> dict[str, Tensor]:
+        """The observation's arrays as tensors on the policy's device (numpy, tensors or any
+        mapping-like batch with the contract's keys and a leading batch dimension)."""
+        try:
+            out = {k: torch.as_tensor(obs[k], device=self.device) for k in OBS_KEYS}
+        except (KeyError, AttributeError):
+            missing = [k for k in OBS_KEYS if k not in obs]
+            raise ValueError(f"observation lacks key(s) {missing}") from None
+        shape = out["pending_mask"].shape
+        if len(shape) != 3:
+            raise ValueError(f"pending_mask must be (B, N, P) with a batch dimension, got shape {tuple(shape)}")
+        B, N, P = shape
+        if P != self.dims["P"]:
+            raise ValueError(f"observation has {P} pending slots, the policy was built for {self.dims['P']}")
+        if self.n_actor_sets > 1 and N != self.n_actor_sets:
+            raise ValueError(f"observation has {N} clusters, the unshared actors were built for {self.n_actor_sets}")
+        return out
+
+    def encode(self, obs: Mapping[str, Tensor]) -> EncoderOutput:
+        """Run the encoder (graph building included) on tensors from :meth:`as_tensors`."""
+        return self.encoder(obs)
+
+    def _selection_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
+        feasible = obs["feasible"].bool()
+        if self.pointer is not None:
+            slots = self.slot_proj(enc.task, enc.cluster)
+            return self.pointer(slots, obs["pending_mask"].bool(), feasible)
+        zeros = torch.zeros(feasible.shape, device=enc.task.device, dtype=enc.task.dtype)
+        v = self.cfg.variant
+        if v == "no-pointer":
+            return zeros.masked_fill(~feasible, MASK_VALUE)
+        first = feasible.to(torch.uint8).argmax(-1, keepdim=True)  # earliest feasible slot (FIFO)
+        pick = torch.zeros_like(feasible).scatter_(-1, first, True)
+        return zeros.masked_fill(~pick, MASK_VALUE)
+
+    def _alloc_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
+        """Masked allocation logits ``(B, N, A)`` of each agent's slot ``slot (B, N)``."""
+        idx = slot.view(*slot.shape, 1, 1)
+        task = enc.task.gather(2, idx.expand(-1, -1, 1, enc.task.shape[-1])).squeeze(2)
+        low = obs["pending_min"].long().gather(2, idx.expand(-1, -1, 1, 2)).squeeze(2)
+        return self.alloc_head(task, enc.cluster, low, obs["alloc_high"].long())
+
+    def _free(self, obs: Mapping[str, Tensor]) -> Tensor:
+        return _free_resources(obs, self.free_scale if self.free_scale.numel() == 2 else None)
+
+    # ------------------------------------------------------------------ public API
+    @torch.no_grad()
+    def act(
+        self,
+        obs: Mapping[str, Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+        with_value: bool = False,
+    ) -> ActOutput:
+        """Sample (or, deterministic, take the argmax of) a joint action for every sample.
+
+        Random draws (selection, conflict ties, allocation) all come from ``generator``.
+        """
+        obs = self.as_tensors(obs)
+        enc = self.encode(obs)
+        feasible = obs["feasible"].bool()
+        skip = ~feasible.any(-1)
+        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
+        sel = sel_logp.argmax(-1) if deterministic else _gumbel_argmax(sel_logp, generator)
+        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+
+        low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+        canon, _ = canonical_slots(obs["pending_mask"], obs["pending_where"])
+        key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+        active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+        conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
+        lost = conflict.lost
+
+        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
+        alloc = al_logp.argmax(-1) if deterministic else _gumbel_argmax(al_logp, generator)
+        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
+
+        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        sel = torch.where(skip, torch.zeros_like(sel), sel)
+        alloc = torch.where(skip | lost, torch.zeros_like(alloc), alloc)
+        action = torch.stack([sel, alloc, lost.long()], dim=-1)
+        value = self.critic(enc.cluster, enc.glob) if with_value else None
+        return ActOutput(action=action, log_prob=log_prob, entropy=entropy, skip=skip, value=value,
+                         extra={"posterior": conflict.posterior})
+
+    def evaluate(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(log_prob, entropy, skip, value)`` of stored actions with one encoder pass."""
+        obs = self.as_tensors(obs)
+        enc = self.encode(obs)
+        logp, ent, skip = self._evaluate(obs, enc, action)
+        return logp, ent, skip, self.critic(enc.cluster, enc.glob)
+
+    def evaluate_actions(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-agent ``(log_prob, entropy, skip)`` of stored joint actions (eqs. 12-14); differentiable."""
+        obs = self.as_tensors(obs)
+        return self._evaluate(obs, self.encode(obs), action)
+
+    def _evaluate(self, obs: Mapping[str, Tensor], enc: EncoderOutput, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        action = torch.as_tensor(action, device=self.device).long()
+        slot, alloc, lost = action[..., 0], action[..., 1], action[..., 2].bool()
+        skip = ~obs["feasible"].bool().any(-1)
+        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
+        lp_sel = sel_logp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
+        al_logp = F.log_softmax(self._alloc_logits(obs, enc, slot), dim=-1)
+        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
+        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        return log_prob, entropy, skip
+
+    def value(self, obs: Mapping[str, Tensor]) -> Tensor:
+        """Centralised critic: ``(B, N)`` values (one head per agent, shared weights by default)."""
+        obs = self.as_tensors(obs)
+        enc = self.encode(obs)
+        return self.critic(enc.cluster, enc.glob)
+
+    @torch.no_grad()
+    def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Selection probabilities ``(B, N, P)`` and allocation probabilities for every slot ``(B, N, P, A)``."""
+        obs = self.as_tensors(obs)
+        enc = self.encode(obs)
+        sel = torch.softmax(self._selection_logits(obs, enc), dim=-1)
+        P = enc.task.shape[2]
+        low = obs["pending_min"].long()
+        high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
+        alloc = torch.softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
+        return sel, alloc
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------
+def check_compatible(policy: TapFingerPolicy, spec: Any) -> None:
+    """Raise :class:`CheckpointError` if ``policy`` cannot act on observations of ``spec``."""
+    have, want = policy.dims, spec_dims(spec)
+    problems = []
+    for key in ("K", "alloc_dims", "P", "pending_features", "running_features", "cluster_features"):
+        if have[key] != want[key]:
+            problems.append(f"{key}: model {have[key]} vs scenario {want[key]}")
+    if not policy.cfg.shared_actors and have["N"] != want["N"]:
+        problems.append(f"N: unshared actors built for {have['N']} clusters vs scenario {want['N']}")
+    if problems:
+        raise CheckpointError("checkpoint incompatible with the scenario: " + "; ".join(problems))
+
+
+def save_policy_checkpoint(
+    path: str | Path, policy: TapFingerPolicy, scenario_cfg: ScenarioConfig, extra: Mapping[str, Any] | None = None
+) -> Path:
+    """Write ``{model, policy_config, scenario, obs_spec, **extra}`` atomically with ``torch.save``."""
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & set(CHECKPOINT_KEYS))
+    if clash:
+        raise ValueError(f"extra may not override checkpoint key(s) {clash}")
+    data = dict(extra)
+    data.update(
+        model=policy.state_dict(),
+        policy_config=policy.cfg.to_dict(),
+        scenario=scenario_to_dict(scenario_cfg),
+        obs_spec=spec_to_dict(policy.spec),
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(data, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    out = []
+    if missing:
+        out.append(f"missing {len(missing)} key(s), e.g. {missing[:3]}")
+    if unexpected:
+        out.append(f"unexpected {len(unexpected)} key(s), e.g. {unexpected[:3]}")
+    for k in sorted(set(own) & set(state)):
+        v = state[k]
+        if not isinstance(v, Tensor):
+            out.append(f"{k} is not a tensor")
+        elif tuple(v.shape) != tuple(own[k].shape):
+            out.append(f"{k}: shape {tuple(v.shape)} in file vs {tuple(own[k].shape)} for the config")
+    return out
+
+
+def load_policy_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu", scenario: ScenarioConfig | None = None
+) -> tuple[TapFingerPolicy, dict[str, Any]]:
+    """Load and validate a policy checkpoint; returns ``(policy in eval mode, meta)``.
+
+    ``meta`` is the checkpoint dict without ``model``, with ``scenario`` as a
+    :class:`ScenarioConfig` and ``policy_config`` as a :class:`PolicyConfig`. If ``scenario``
+    is given, the policy must be able to act on it (same K, allocation dims, P; same N for
+    unshared actors). Every problem raises :class:`CheckpointError`. Only load trusted files
+    (checkpoints are pickles).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+    try:
+        data = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a torch checkpoint: {exc}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(data).__name__}, expected a dict")
+    missing = [k for k in CHECKPOINT_KEYS if k not in data]
+    if missing:
+        raise CheckpointError(f"checkpoint {str(path)!r} lacks key(s) {missing}")
+    try:
+        pcfg = PolicyConfig.from_dict(data["policy_config"])
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
+    try:
+        scen = scenario_from_dict(data["scenario"])
+    except (ConfigError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: bad scenario: {exc}") from None
+    spec = ObservationSpec.from_config(scen)
+    stored = data["obs_spec"]
+    if not isinstance(stored, Mapping):
+        raise CheckpointError(f"checkpoint {str(path)!r}: obs_spec must be a mapping")
+    fresh = spec_to_dict(spec)
+    diff = [k for k in fresh if k in stored and _plain(stored[k]) != _plain(fresh[k])]
+    if diff:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: obs_spec disagrees with its scenario on {diff} "
+            "(saved by an incompatible version of the observation builder?)"
+        )
+    policy = TapFingerPolicy(spec, pcfg)
+    state = data["model"]
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"checkpoint {str(path)!r}: model must be a state dict")
+    problems = _shape_problems(policy, state)
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: weights do not match the architecture in policy_config: " + "; ".join(problems)
+        )
+    policy.load_state_dict(state)
+    policy.to(device).eval()
+    if scenario is not None:
+        check_compatible(policy, ObservationSpec.from_config(scenario))
+    meta = {k: v for k, v in data.items() if k != "model"}
+    meta["scenario"] = scen
+    meta["policy_config"] = pcfg
+    return policy, meta
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)
+    return v

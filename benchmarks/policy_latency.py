@@ -1,0 +1,158 @@
+"""Policy latency: milliseconds per scheduling round and batched throughput.
+
+Keys (CPU always, CUDA too when available):
+  ``<dev>-N<n>``        median ms of one ``act()`` at batch 1 (one scheduling round), after warm-up
+  ``<dev>-N<n>-b64``    samples per second of ``act()`` on batches of 64 observations
+  ``<dev>-N6-train-b256`` samples per second of ``evaluate()`` forward + backward (a PPO minibatch)
+Observations come from a simulator driven by random placements (realistic pending/running
+load). Usage::
+
+    python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
+
+The last stdout line is one JSON object with every number, the same keys measured in process
+CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
+keys it is only the host side), and the settings used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from agents.policy import POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
+from envs import Simulator, load_scenario
+from envs.observation import ObservationSpec, build_observation
+
+SIZES = {3: ("synthetic-3", []), 6: ("synthetic-6", []), 24: ("synthetic-6", ["num_clusters=24", "arrival_rate=16"])}
+
+
+def loaded_observations(n: int, count: int, seed: int = 0) -> tuple[ObservationSpec, list[dict]]:
+    """``count`` observations of an ``n``-cluster scenario under random placements."""
+    name, overrides = SIZES[n]
+    cfg = load_scenario(name, overrides + ["num_tasks=100000"])
+    spec = ObservationSpec.from_config(cfg)
+    sim = Simulator(cfg, seed)
+    rng = np.random.default_rng(seed)
+    out = []
+    for step in range(30 + count):
+        for i in range(sim.num_clusters):
+            tasks = sim.pending_tasks(i)
+            if tasks.size and rng.random() < 0.5:
+                task = int(rng.choice(tasks))
+                lo = sim.min_req[sim.task_type[task]]
+                sim.place(i, task, int(lo[0]), int(lo[1]))
+        sim.advance()
+        if step >= 30:
+            out.append(build_observation(sim, spec))
+    return spec, out
+
+
+def _batch(obs: list[dict], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(np.stack([o[k] for o in obs]), device=device) for k in obs[0]}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_calls(fn, repeats: int, warmup: int, device: torch.device) -> tuple[float, float]:
+    """Median wall-clock and median process-CPU seconds of ``fn()`` after ``warmup`` calls.
+
+    The CPU time is what the call costs without competition from other processes (with one
+    torch thread it is close to the wall time on an idle machine).
+    """
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        _sync(device)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def bench_device(
+    device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``(wall-clock results, process-CPU-time results)`` with the same keys."""
+    res: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    tag = device.type
+    for n in SIZES:
+        spec, obs = loaded_observations(n, 64)
+        torch.manual_seed(0)
+        pol = TapFingerPolicy(spec, cfg).to(device).eval()
+        gen = torch.Generator(device=device).manual_seed(0)
+        singles = [obs_to_torch(o, device) for o in obs]
+        it = iter(range(10**9))
+
+        def one() -> None:
+            pol.act(singles[next(it) % len(singles)], generator=gen)
+
+        w, c = time_calls(one, repeats, warmup, device)
+        res[f"{tag}-N{n}"], cpu[f"{tag}-N{n}"] = round(1000.0 * w, 3), round(1000.0 * c, 3)
+        big = _batch(obs, device)
+        w, c = time_calls(lambda: pol.act(big, generator=gen), max(5, repeats // 5), 2, device)
+        res[f"{tag}-N{n}-b64"], cpu[f"{tag}-N{n}-b64"] = round(64 / w, 1), round(64 / max(c, 1e-9), 1)
+        if train and n == 6:
+            many = _batch((obs * 4)[:256], device)
+            action = pol.act(many, generator=gen).action
+            pol.train()
+
+            def step() -> None:
+                logp, ent, _, value = pol.evaluate(many, action)
+                (logp.sum() + ent.sum() + value.sum()).backward()
+
+            w, c = time_calls(step, max(3, repeats // 10), 1, device)
+            res[f"{tag}-N6-train-b256"], cpu[f"{tag}-N6-train-b256"] = round(256 / w, 1), round(256 / max(c, 1e-9), 1)
+    return res, cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--variant", choices=POLICY_VARIANTS, default="tapfinger")
+    ap.add_argument("--faithful", action="store_true", help="paper sizes (PolicyConfig.paper, shared actors)")
+    ap.add_argument("--no-train", action="store_true", help="skip the forward+backward throughput")
+    ap.add_argument("--cpu-only", action="store_true")
+    args = ap.parse_args(argv)
+    if args.threads < 1 or args.repeats < 1 or args.warmup < 0:
+        print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    cfg = PolicyConfig.paper(args.variant, shared_actors=True) if args.faithful else PolicyConfig(variant=args.variant)
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available() and not args.cpu_only:
+        devices.append(torch.device("cuda"))
+    results: dict[str, object] = {}
+    cpu_time: dict[str, float] = {}
+    for dev in devices:
+        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train)
+        results.update(wall)
+        cpu_time.update(cpu)
+        if not args.json:
+            for k, v in wall.items():
+                unit = "samples/s" if "-b" in k else "ms/round"
+                print(f"{k:>22}: {v:>9} {unit:<9} (process CPU time: {cpu[k]})")
+    results["cpu_time"] = cpu_time
+    results["settings"] = {"threads": args.threads, "repeats": args.repeats, "policy": cfg.to_dict(),
+                           "torch": torch.__version__}
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

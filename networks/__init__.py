@@ -1,0 +1,20 @@
+"""Neural network modules of the TapFinger policy.
+
+* :mod:`networks.graph`: batched heterogeneous graph built on the device from padded observations.
+* :mod:`networks.han`: HAN encoder (``HANConv`` with per-graph semantic attention).
+* :mod:`networks.mlp_encoder`: per-slot MLP encoder for the ``no-han``/``vanilla`` ablations.
+* :mod:`networks.pointer`: transformer + additive-attention pointer for task selection.
+* :mod:`networks.heads`: per-agent layers, allocation head, centralised critic.
+"""
+
+from .graph import EDGE_TYPES, METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch
+from .han import GraphEncoder, HANEncoder, PerGraphHANConv
+from .heads import AgentLinear, AllocationHead, CentralCritic, allocation_mask
+from .mlp_encoder import MLPEncoder
+from .pointer import PointerNet
+
+__all__ = [
+    "EDGE_TYPES", "METADATA", "NODE_TYPES", "EncoderOutput", "HeteroBatch", "build_hetero_batch",
+    "GraphEncoder", "HANEncoder", "PerGraphHANConv", "AgentLinear", "AllocationHead", "CentralCritic",
+    "allocation_mask", "MLPEncoder", "PointerNet",
+]

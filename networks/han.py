@@ -1,0 +1,152 @@
+"""HAN encoder: torch-geometric ``HANConv`` with per-graph semantic attention.
+
+Stock ``HANConv`` averages the semantic-attention keys over *every* node of a type in the
+mini-batch, so a sample's embedding depends on the other samples batched with it
+(reference §2.1, ecosystem §2.2). :class:`PerGraphHANConv` keeps HANConv's parameters and
+node-level attention but averages per graph, which makes each sample's output independent
+of the batch. It can also add the *self* relation (a node's own projected features as one more
+semantic input, equal to a self-loop edge type whose attention softmax is 1), so a node's
+own features always reach its output (fixing the reference's identical-embedding bug).
+
+:class:`HANEncoder` stacks such layers. Default: input projections, then ``layers`` x
+(HANConv, residual, LayerNorm); the residual carries a node's own features, so the self
+relation is optional there (off by default: it would add a semantic-attention pass over
+every node). ``faithful=True``: the paper's plain stack (first layer maps the raw inputs,
+no residual, no normalisation), always with the self relation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import HANConv
+from torch_geometric.utils import softmax as pyg_softmax
+
+from .graph import METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim
+
+
+class PerGraphHANConv(HANConv):
+    """``HANConv`` whose semantic attention is computed per graph (sample), plus a self relation."""
+
+    def __init__(self, in_channels, out_channels: int, metadata=METADATA, heads: int = 4,
+                 self_relation: bool = True, **kwargs) -> None:
+        super().__init__(in_channels, out_channels, metadata, heads=heads, **kwargs)
+        self.self_relation = bool(self_relation)
+
+    def forward(  # type: ignore[override]
+        self,
+        x_dict: dict[str, Tensor],
+        edge_index_dict: dict[tuple[str, str, str], Tensor],
+        batch_dict: dict[str, Tensor],
+        num_graphs: int,
+    ) -> dict[str, Tensor]:
+        H, D = self.heads, self.out_channels // self.heads
+        C = self.out_channels
+        xn = {t: self.proj[t](x).view(-1, H, D) for t, x in x_dict.items()}
+        outs: dict[str, list[Tensor]] = {t: [] for t in x_dict}
+        if self.self_relation:
+            for t, h in xn.items():
+                outs[t].append(F.relu(h.view(-1, C)))
+        for edge_type, edge_index in edge_index_dict.items():
+            src, _, dst = edge_type
+            key = "__".join(edge_type)
+            x_src, x_dst = xn[src], xn[dst]
+            alpha_src = (x_src * self.lin_src[key]).sum(-1)
+            alpha_dst = (x_dst * self.lin_dst[key]).sum(-1)
+            out = self._relation(edge_index, x_src, alpha_src, alpha_dst, x_dst.shape[0])
+            outs[dst].append(F.relu(out))
+        return {t: self._group(o, batch_dict[t], num_graphs) for t, o in outs.items()}
+
+    def _relation(self, edge_index: Tensor, x_src: Tensor, alpha_src: Tensor, alpha_dst: Tensor, n_dst: int) -> Tensor:
+        """Node-level attention of one relation: exactly ``HANConv.message`` + sum aggregation,
+        written with index ops (avoids ``MessagePassing.propagate``'s per-call overhead)."""
+        src, dst = edge_index[0], edge_index[1]
+        alpha = F.leaky_relu(alpha_src.index_select(0, src) + alpha_dst.index_select(0, dst), self.negative_slope)
+        alpha = pyg_softmax(alpha, dst, None, n_dst)
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
+        msg = x_src.index_select(0, src) * alpha.unsqueeze(-1)  # (E, H, D)
+        out = x_src.new_zeros((n_dst,) + tuple(x_src.shape[1:])).index_add_(0, dst, msg)
+        return out.view(n_dst, self.out_channels)
+
+    def _group(self, xs: list[Tensor], batch: Tensor, num_graphs: int) -> Tensor:
+        """Semantic attention over relations, with the key mean taken per graph."""
+        if len(xs) == 1:
+            return xs[0]  # softmax over one relation is 1
+        out = torch.stack(xs)  # (R, n, C)
+        R, n, C = out.shape
+        if n == 0:
+            return out.new_zeros(0, C)
+        keys = torch.tanh(self.k_lin(out))  # (R, n, C)
+        sums = out.new_zeros(R, num_graphs, C).index_add_(1, batch, keys)
+        counts = torch.bincount(batch, minlength=num_graphs).clamp(min=1).to(out.dtype)
+        score = (self.q * (sums / counts.view(1, -1, 1))).sum(-1)  # (R, G)
+        attn = torch.softmax(score, dim=0)[:, batch]  # (R, n)
+        return (attn.unsqueeze(-1) * out).sum(0)
+
+
+class HANEncoder(nn.Module):
+    """Stack of :class:`PerGraphHANConv` over the four node types; returns node embeddings."""
+
+    def __init__(self, in_dims: dict[str, int], hidden: int = 128, layers: int = 3, heads: int = 4,
+                 faithful: bool = False, self_relation: bool = False) -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+        if layers < 1:
+            raise ValueError(f"HAN layers must be >= 1, got {layers}")
+        self.faithful = bool(faithful)
+        self.hidden = hidden
+        if self.faithful:
+            self.inp = None
+            dims = [dict(in_dims)] + [hidden] * (layers - 1)
+            self.convs = nn.ModuleList(
+                PerGraphHANConv(d, hidden, METADATA, heads=heads, self_relation=True) for d in dims
+            )
+            self.norms = None
+        else:
+            self.inp = nn.ModuleDict({t: nn.Linear(in_dims[t], hidden) for t in NODE_TYPES})
+            self.convs = nn.ModuleList(
+                PerGraphHANConv(hidden, hidden, METADATA, heads=heads, self_relation=self_relation)
+                for _ in range(layers)
+            )
+            self.norms = nn.ModuleList(
+                nn.ModuleDict({t: nn.LayerNorm(hidden) for t in NODE_TYPES}) for _ in range(layers)
+            )
+
+    def forward(self, g: HeteroBatch) -> dict[str, Tensor]:
+        if self.faithful:
+            h = g.x
+            for conv in self.convs:
+                h = conv(h, g.edge_index, g.batch, g.num_graphs)
+            return h
+        h = {t: self.inp[t](x) for t, x in g.x.items()}
+        for conv, norm in zip(self.convs, self.norms):
+            o = conv(h, g.edge_index, g.batch, g.num_graphs)
+            h = {t: norm[t](h[t] + o[t]) for t in h}
+        return h
+
+
+class GraphEncoder(nn.Module):
+    """Observation tensors -> :class:`~networks.graph.EncoderOutput` through the HAN encoder."""
+
+    def __init__(self, pending_features: int, running_features: int, cluster_features: int,
+                 hidden: int = 128, layers: int = 3, heads: int = 4, faithful: bool = False,
+                 self_relation: bool = False) -> None:
+        super().__init__()
+        in_dims = {
+            "pending": pending_features,
+            "running": running_features,
+            "cluster": cluster_input_dim(cluster_features),
+            "shortcut": 1,
+        }
+        self.han = HANEncoder(in_dims, hidden, layers, heads, faithful, self_relation)
+        self.dummy = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, obs: dict[str, Tensor]) -> EncoderOutput:
+        g = build_hetero_batch(obs)
+        h = self.han(g)
+        B, N, _ = g.slot_node.shape
+        table = torch.cat([h["pending"], self.dummy.unsqueeze(0)], dim=0)
+        task = table[g.slot_node]
+        return EncoderOutput(task=task, cluster=h["cluster"].view(B, N, -1), glob=h["shortcut"])

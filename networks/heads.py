@@ -1,0 +1,138 @@
+"""Per-agent building blocks, the allocation head and the centralised critic.
+
+Actor parameters are either shared by all agents (``n_agents=1``: one set of weights for
+any number of clusters; the cluster embedding tells agents apart) or held per agent
+(``n_agents=N``, the paper's unshared actors), with the same vectorised code path: an
+:class:`AgentLinear` applies agent ``i``'s weights to dimension 1 (the agent axis) of its
+input, so no Python loop over agents is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
+
+
+class AgentLinear(nn.Module):
+    """Linear layer with one weight set per agent (or one shared set when ``n_agents == 1``).
+
+    Input ``(B, N, ..., in)``; agent ``i``'s weights act on ``x[:, i]``.
+    """
+
+    def __init__(self, n_agents: int, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__()
+        self.n_agents = int(n_agents)
+        self.weight = nn.Parameter(torch.empty(self.n_agents, out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(self.n_agents, out_features)) if bias else None
+        bound = 1.0 / math.sqrt(in_features)
+        nn.init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.n_agents == 1:
+            return F.linear(x, self.weight[0], None if self.bias is None else self.bias[0])
+        if x.shape[1] != self.n_agents:
+            raise ValueError(f"input has {x.shape[1]} agents but the layer holds {self.n_agents} (unshared actors)")
+        mid = x.shape[2:-1]
+        xf = x.reshape(x.shape[0], self.n_agents, -1, x.shape[-1])  # (B, N, S, in)
+        y = torch.einsum("bnsi,noi->bnso", xf, self.weight)
+        if self.bias is not None:
+            y = y + self.bias.view(1, self.n_agents, 1, -1)
+        return y.reshape(x.shape[0], self.n_agents, *mid, -1)
+
+
+class AgentLayerNorm(nn.Module):
+    """LayerNorm over the last dimension with per-agent (or shared) affine parameters."""
+
+    def __init__(self, n_agents: int, dim: int) -> None:
+        super().__init__()
+        self.n_agents = int(n_agents)
+        self.weight = nn.Parameter(torch.ones(self.n_agents, dim))
+        self.bias = nn.Parameter(torch.zeros(self.n_agents, dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        d = x.shape[-1]
+        if self.n_agents == 1:
+            return F.layer_norm(x, (d,), self.weight[0], self.bias[0])
+        shape = (1, self.n_agents) + (1,) * (x.dim() - 3) + (d,)
+        return F.layer_norm(x, (d,)) * self.weight.view(shape) + self.bias.view(shape)
+
+
+class SlotProjector(nn.Module):
+    """Agent-specific slot embedding ``ReLU(W_t task + W_c own cluster)`` of width ``out_dim``.
+
+    Equal to a linear layer on ``[task, cluster]`` but the cluster term is computed once per
+    agent and broadcast over the slots.
+    """
+
+    def __init__(self, n_agents: int, hidden: int, out_dim: int) -> None:
+        super().__init__()
+        self.task = AgentLinear(n_agents, hidden, out_dim)
+        self.cluster = AgentLinear(n_agents, hidden, out_dim, bias=False)
+
+    def forward(self, task: Tensor, cluster: Tensor) -> Tensor:
+        """``task (B, N, P, H)``, ``cluster (B, N, H)`` -> ``(B, N, P, out_dim)``."""
+        return F.relu(self.task(task) + self.cluster(cluster).unsqueeze(2))
+
+
+def allocation_mask(low: Tensor, high: Tensor, alloc_dims: tuple[int, int]) -> Tensor:
+    """Valid allocation indices: void (0) or ``low <= (c, g) <= high`` componentwise.
+
+    ``low``, ``high``: ``(..., 2)`` integer tensors. Returns a bool tensor ``(..., A)``.
+    """
+    C1, G1 = alloc_dims
+    a = torch.arange(C1 * G1, device=low.device)
+    c, g = a // G1, a % G1
+    lo, hi = low.unsqueeze(-2), high.unsqueeze(-2)  # (..., 1, 2)
+    ok = (c >= lo[..., 0]) & (c <= hi[..., 0]) & (g >= lo[..., 1]) & (g <= hi[..., 1])
+    return ok | (a == 0)
+
+
+class AllocationHead(nn.Module):
+    """2-layer MLP from a slot's agent-specific embedding ``[task, own cluster]`` to masked
+    joint CPU x GPU logits."""
+
+    def __init__(self, n_agents: int, hidden: int, alloc_dims: tuple[int, int]) -> None:
+        super().__init__()
+        self.alloc_dims = (int(alloc_dims[0]), int(alloc_dims[1]))
+        self.task = AgentLinear(n_agents, hidden, hidden)
+        self.cluster = AgentLinear(n_agents, hidden, hidden, bias=False)
+        self.out = AgentLinear(n_agents, hidden, self.alloc_dims[0] * self.alloc_dims[1])
+
+    def forward(self, task: Tensor, cluster: Tensor, low: Tensor, high: Tensor) -> Tensor:
+        """``task (B, N, [S,] H)``, ``cluster (B, N, H)``, bounds ``(B, N, [S,] 2)`` -> ``(B, N, [S,] A)``."""
+        c = self.cluster(cluster)
+        if task.dim() == 4:
+            c = c.unsqueeze(2)
+        logits = self.out(F.relu(self.task(task) + c))
+        return logits.masked_fill(~allocation_mask(low, high, self.alloc_dims), MASK_VALUE)
+
+
+class CentralCritic(nn.Module):
+    """Centralised critic: every agent's value from its cluster embedding and global summaries.
+
+    Input per agent ``[own cluster, mean over clusters, attention pool over clusters, global]``,
+    so it works for any number of clusters; the output layer is linear (no final ReLU, §7.3).
+    """
+
+    def __init__(self, n_agents: int, hidden: int) -> None:
+        super().__init__()
+        self.pool_score = nn.Linear(hidden, 1)
+        self.l1 = AgentLinear(n_agents, 4 * hidden, hidden)
+        self.l2 = AgentLinear(n_agents, hidden, 1)
+
+    def forward(self, cluster: Tensor, glob: Tensor) -> Tensor:
+        """``cluster (B, N, H)``, ``glob (B, H)`` -> values ``(B, N)``."""
+        N = cluster.shape[1]
+        w = torch.softmax(self.pool_score(cluster), dim=1)  # (B, N, 1)
+        att = (w * cluster).sum(1)
+        mean = cluster.mean(1)
+        ctx = torch.cat([mean, att, glob], dim=-1).unsqueeze(1).expand(-1, N, -1)
+        h = F.relu(self.l1(torch.cat([cluster, ctx], dim=-1)))
+        return self.l2(h).squeeze(-1)
