@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -167,8 +168,12 @@ def _set_dotted(raw: dict, key: str, value: Any) -> None:
     parts = key.split(".")
     node = raw
     for part in parts[:-1]:
-        if part.isdigit() and isinstance(node, list):
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override {key!r}: bad list index {part!r}")
             node = node[int(part)]
+            if not isinstance(node, (dict, list)):
+                raise ConfigError(f"override {key!r}: {part!r} is not a nested section")
             continue
         if part not in node or node[part] is None:
             node[part] = {}
@@ -223,6 +228,8 @@ def _int_pair(name: str, value: Any, minimum: int = 0) -> tuple[int, int]:
 def _number(name: str, value: Any, lo: float | None = None, hi: float | None = None, integer: bool = False) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
     if integer and not (isinstance(value, int) or float(value).is_integer()):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
     if lo is not None and value < lo:
@@ -337,6 +344,11 @@ def from_dict(raw: Mapping[str, Any]) -> ScenarioConfig:
     for t in types:
         if t.min_req == (0, 0):
             raise ConfigError(f"task type {t.name!r}: min_req (0, 0) would make the void action a placement")
+        if t.progress["kind"] == "tanh" and t.min_req[1] < 1:
+            raise ConfigError(
+                f"task type {t.name!r}: tanh progress gains nothing without a GPU; "
+                f"min_req GPU must be >= 1, got {list(t.min_req)}"
+            )
         fits = [
             i for i, cap in enumerate(caps)
             if all(t.min_req[r] <= min(cap[r], per_task_max[r]) for r in range(2))

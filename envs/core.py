@@ -32,6 +32,11 @@ from .workload import Workload, generate_workload, rng_streams
 NOT_ARRIVED, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
 
+def _is_int(value: object) -> bool:
+    """A Python or numpy integer (booleans excluded)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 class Simulator:
     """One episode of a scenario, driven by :meth:`place`, :meth:`set_allocations`, :meth:`advance`."""
 
@@ -149,6 +154,8 @@ class Simulator:
 
     def can_place(self, cluster: int, task: int, cpu: int, gpu: int) -> str:
         """Empty string if :meth:`place` would accept the request, else the reason."""
+        if not all(_is_int(v) for v in (cluster, task, cpu, gpu)):
+            return f"cluster, task and allocation must be integers, got {(cluster, task, cpu, gpu)!r}"
         if not 0 <= cluster < self.num_clusters:
             return f"cluster {cluster} out of range"
         if not 0 <= task < self.workload.num_tasks:
@@ -208,26 +215,36 @@ class Simulator:
         """
         if not allocations:
             return True
-        ids = np.fromiter(allocations.keys(), dtype=np.int64, count=len(allocations))
-        new = np.array(list(allocations.values()), dtype=np.int64).reshape(-1, 2)
-        error = ""
-        if ids.min() < 0 or ids.max() >= self.workload.num_tasks:
-            error = "task id out of range"
-        elif np.any(self.status[ids] != RUNNING) or np.any(self.cluster[ids] != cluster):
-            error = f"allocations name tasks not running on cluster {cluster}"
-        elif np.any(new < 0) or np.any(new > self.max_alloc):
-            error = "allocation outside [0, per_task_max]"
-        else:
-            free_after = self.free[cluster] + self.alloc[ids].sum(axis=0) - new.sum(axis=0)
-            if np.any(free_after < 0):
-                error = f"allocations exceed cluster {cluster}'s capacity"
+        try:
+            ids = np.fromiter(allocations.keys(), dtype=np.int64, count=len(allocations))
+            new = np.array(list(allocations.values()), dtype=np.int64)
+            error = self._allocation_error(cluster, ids, new)
+        except (TypeError, ValueError, OverflowError):
+            error = "allocations must map task ids to (cpu, gpu) integer pairs"
         if error:
             self.invalid += 1
             self.last_error = error
             return False
         self.free[cluster] += self.alloc[ids].sum(axis=0) - new.sum(axis=0)
         self.alloc[ids] = new
+        fresh = self.start[ids] == self.t  # placed this real step and not run yet: no switch to pay
+        self.last_alloc[ids[fresh]] = new[fresh]
+        self.first_alloc[ids[fresh]] = new[fresh]
         return True
+
+    def _allocation_error(self, cluster: int, ids: np.ndarray, new: np.ndarray) -> str:
+        if new.shape != (ids.size, 2):
+            return "allocations must map task ids to (cpu, gpu) integer pairs"
+        if ids.min() < 0 or ids.max() >= self.workload.num_tasks:
+            return "task id out of range"
+        if np.any(self.status[ids] != RUNNING) or np.any(self.cluster[ids] != cluster):
+            return f"allocations name tasks not running on cluster {cluster}"
+        if np.any(new < 0) or np.any(new > self.max_alloc):
+            return "allocation outside [0, per_task_max]"
+        free_after = self.free[cluster] + self.alloc[ids].sum(axis=0) - new.sum(axis=0)
+        if np.any(free_after < 0):
+            return f"allocations exceed cluster {cluster}'s capacity"
+        return ""
 
     # ------------------------------------------------------------------ time
     def advance(self) -> float:

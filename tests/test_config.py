@@ -1,0 +1,344 @@
+"""Scenario configs: the shipped scenarios, overrides, and validation errors naming the field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from envs.config import (
+    ConfigError,
+    ScenarioConfig,
+    apply_overrides,
+    available_scenarios,
+    from_dict,
+    load_scenario,
+    parse_override,
+    to_dict,
+)
+
+SCENARIOS = ["hetero-6", "multi-3", "sjf-3", "synthetic-3", "synthetic-6", "testbed-3", "testbed-6"]
+
+# (name, mode, N, capacities, per_task_max, lambda, tasks, switch_overhead, min_req of every type)
+EXPECTED = {
+    "synthetic-3": ("single", 3, [(16, 16)] * 3, (16, 16), 2.0, 192, 0.5, (2, 1)),
+    "synthetic-6": ("single", 6, [(16, 16)] * 6, (16, 16), 4.0, 384, 0.5, (2, 1)),
+    "multi-3": ("multi", 3, [(16, 16)] * 3, (16, 16), 3.0, 192, 1.0, (2, 1)),
+    "hetero-6": ("multi", 6, [(4, 4), (8, 8), (12, 12), (16, 16), (24, 24), (32, 32)], (16, 16), 6.0, 384, 1.0, (2, 1)),
+    "testbed-3": ("single", 3, [(16, 8)] * 3, (16, 8), 4.0, 1000, 0.5, (2, 1)),
+    "testbed-6": ("single", 6, [(16, 8)] * 6, (16, 8), 6.0, 2000, 0.5, (2, 1)),
+    "sjf-3": ("multi", 3, [(16, 16)] * 3, (16, 16), 3.0, 192, 1.0, (3, 3)),
+}
+
+
+def minimal(**changes) -> dict:
+    """A small valid raw config; keyword arguments replace top-level keys."""
+    raw = {
+        "name": "tiny",
+        "mode": "single",
+        "num_clusters": 2,
+        "capacities": [[4, 4]],
+        "per_task_max": [4, 4],
+        "arrival_rate": 1.0,
+        "num_tasks": 10,
+        "task_types": [
+            {"name": "a", "prob": 0.5, "min_req": [2, 1], "progress": {"kind": "constant", "steps": 3}},
+            {"name": "b", "prob": 0.5, "min_req": [1, 1], "progress": {"kind": "tanh", "scale": 16, "offset": 1.2}},
+        ],
+    }
+    raw.update(changes)
+    return raw
+
+
+def error_of(fn, *args) -> str:
+    with pytest.raises(ConfigError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------ shipped scenarios
+def test_all_seven_scenarios_are_listed():
+    assert available_scenarios() == sorted(SCENARIOS)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenario_loads_with_the_documented_parameters(name):
+    cfg = load_scenario(name)
+    mode, n, caps, ptm, lam, tasks, switch, min_req = EXPECTED[name]
+    assert isinstance(cfg, ScenarioConfig)
+    assert cfg.name == name
+    assert (cfg.mode, cfg.num_clusters, cfg.capacities, cfg.per_task_max) == (mode, n, tuple(caps), ptm)
+    assert (cfg.arrival_rate, cfg.num_tasks, cfg.switch_overhead) == (lam, tasks, switch)
+    assert all(t.min_req == min_req for t in cfg.task_types)
+    assert sum(t.prob for t in cfg.task_types) == pytest.approx(1.0)
+    assert cfg.pending_slots == 10 and cfg.progress_noise == 0.0 and cfg.reward == "team"
+
+
+@pytest.mark.parametrize("name", ["synthetic-3", "synthetic-6", "multi-3", "hetero-6"])
+def test_synthetic_task_types(name):
+    kinds = [(t.name, t.progress["kind"]) for t in load_scenario(name).task_types]
+    assert kinds == [("img", "constant"), ("lm", "tanh")]
+
+
+def test_testbed_scenarios_use_the_three_trace_tasks():
+    for name in ("testbed-3", "testbed-6"):
+        cfg = load_scenario(name)
+        assert [t.progress for t in cfg.task_types] == [
+            {"kind": "trace", "task": "mnist"}, {"kind": "trace", "task": "lm"}, {"kind": "trace", "task": "audio"}
+        ]
+        assert cfg.trace.mode == "powerlaw"
+
+
+def test_for_evaluation_of_testbed():
+    cfg3 = load_scenario("testbed-3").for_evaluation()
+    assert cfg3.capacities == ((32, 16),) * 3
+    assert cfg3.arrival_rate == 1.5
+    assert cfg3.per_task_max == (16, 8) and cfg3.num_tasks == 1000
+    assert dict(cfg3.eval_overrides) == {}
+    cfg6 = load_scenario("testbed-6").for_evaluation()
+    assert cfg6.capacities == ((32, 16),) * 6 and cfg6.arrival_rate == 3.0
+
+
+def test_for_evaluation_without_overrides_is_identity():
+    cfg = load_scenario("synthetic-3")
+    assert cfg.for_evaluation() is cfg
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_yaml_round_trip(name):
+    cfg = load_scenario(name)
+    assert from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
+    assert from_dict(to_dict(cfg)) == cfg
+
+
+def test_derived_allocation_dims():
+    cfg = load_scenario("testbed-3")
+    assert cfg.alloc_dims == (17, 9) and cfg.num_allocations == 153
+    assert load_scenario("synthetic-3").num_allocations == 289
+
+
+def test_load_by_path(tmp_path):
+    path = tmp_path / "mine.yaml"
+    raw = minimal()
+    del raw["name"]
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_scenario(path)
+    assert cfg.name == "mine" and cfg.capacities == ((4, 4), (4, 4))
+
+
+# ------------------------------------------------------------------ overrides
+def test_parse_override_parses_yaml_values():
+    assert parse_override("num_tasks=50") == ("num_tasks", 50)
+    assert parse_override("capacities=[[8, 8]]") == ("capacities", [[8, 8]])
+    assert parse_override(" mode = multi") == ("mode", "multi")
+    assert parse_override("connectivity.model=random_subset") == ("connectivity.model", "random_subset")
+    assert parse_override("name=a=b") == ("name", "a=b")
+
+
+def test_overrides_top_level_and_dotted():
+    cfg = load_scenario(
+        "synthetic-3",
+        [
+            "num_tasks=50",
+            "capacities=[[8,8]]",
+            "mode=multi",
+            "connectivity.model=random_subset",
+            "connectivity.threshold=3.5",
+            "task_types.1.min_req=[3,2]",
+            "task_types.0.progress.steps=6",
+            "progress_noise=0.2",
+        ],
+    )
+    assert cfg.num_tasks == 50 and cfg.mode == "multi"
+    assert cfg.capacities == ((8, 8),) * 3
+    assert cfg.connectivity.model == "random_subset" and cfg.connectivity.threshold == 3.5
+    assert cfg.task_types[1].min_req == (3, 2)
+    assert cfg.task_types[0].progress["steps"] == 6
+    assert cfg.progress_noise == 0.2
+    # the shipped file is untouched by an override
+    assert load_scenario("synthetic-3").num_tasks == 192
+
+
+def test_overrides_as_mapping():
+    cfg = load_scenario("multi-3", {"arrival_rate": 1.25, "trace.mode": "legacy"})
+    assert cfg.arrival_rate == 1.25 and cfg.trace.mode == "legacy"
+
+
+def test_override_of_eval_overrides():
+    cfg = load_scenario("testbed-3", ["eval_overrides.arrival_rate=2.5"])
+    assert cfg.arrival_rate == 4.0
+    assert cfg.for_evaluation().arrival_rate == 2.5
+    assert cfg.for_evaluation().capacities == ((32, 16),) * 3
+
+
+def test_apply_overrides_in_place():
+    raw = minimal()
+    apply_overrides(raw, ["connectivity.threshold=7", "num_tasks=3"])
+    assert raw["connectivity"] == {"threshold": 7} and raw["num_tasks"] == 3
+
+
+@pytest.mark.parametrize("text", ["num_tasks", "=5", "  =5"])
+def test_malformed_override(text):
+    assert "override" in error_of(parse_override, text)
+
+
+# ------------------------------------------------------------------ validation errors
+def test_unknown_scenario_lists_available():
+    msg = error_of(load_scenario, "no-such-scenario")
+    assert "no-such-scenario" in msg and "synthetic-3" in msg
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("bogus=1", "bogus"),
+        ("connectivity.bogus=1", "bogus"),
+        ("trace.bogus=1", "bogus"),
+        ("task_types.0.bogus=1", "bogus"),
+        ("task_types.0.progress.bogus=1", "bogus"),
+    ],
+)
+def test_unknown_keys_are_rejected(override, field):
+    msg = error_of(load_scenario, "synthetic-3", [override])
+    assert field in msg and "unknown" in msg
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("mode=parallel", "mode"),
+        ("num_clusters=0", "num_clusters"),
+        ("num_clusters=2.5", "num_clusters"),
+        ("capacities=[[16,16],[8,8]]", "capacities"),
+        ("capacities=[[16]]", "capacities"),
+        ("capacities=[[0,4]]", "capacities"),
+        ("capacities=[[4.5,4]]", "capacities"),
+        ("capacities=[]", "capacities"),
+        ("per_task_max=[16]", "per_task_max"),
+        ("per_task_max=[true,4]", "per_task_max"),
+        ("arrival_rate=0", "arrival_rate"),
+        ("arrival_rate=-1", "arrival_rate"),
+        ("arrival_rate=fast", "arrival_rate"),
+        ("num_tasks=0", "num_tasks"),
+        ("num_tasks=1.5", "num_tasks"),
+        ("switch_overhead=1.5", "switch_overhead"),
+        ("switch_overhead=-0.1", "switch_overhead"),
+        ("pending_slots=0", "pending_slots"),
+        ("progress_noise=-1", "progress_noise"),
+        ("reward=selfish", "reward"),
+        ("max_steps=0", "max_steps"),
+        ("connectivity.model=mesh", "connectivity.model"),
+        ("connectivity.threshold=-1", "connectivity.threshold"),
+        ("connectivity.bandwidth_range=[5]", "connectivity.bandwidth_range"),
+        ("connectivity.bandwidth_range=[10,5]", "connectivity.bandwidth_range"),
+        ("trace.mode=exact", "trace.mode"),
+        ("task_types.0.prob=1.5", "task_types[0].prob"),
+        ("task_types.0.min_req=[-1,1]", "task_types[0].min_req"),
+        ("task_types.1.progress.kind=linear", "task_types[1].progress.kind"),
+        ("task_types.0.progress.steps=0", "task_types[0].progress.steps"),
+        ("task_types.1.progress.offset=1", "task_types[1].progress.offset"),
+        ("task_types.1.progress.scale=0", "task_types[1].progress.scale"),
+        ("task_types=[]", "task_types"),
+    ],
+)
+def test_bad_values_name_the_field(override, field):
+    msg = error_of(load_scenario, "synthetic-3", [override])
+    assert field in msg
+
+
+def test_capacity_count_must_match_num_clusters():
+    # one entry broadcasts to every cluster
+    assert load_scenario("synthetic-3", ["num_clusters=2"]).capacities == ((16, 16),) * 2
+    msg = error_of(load_scenario, "hetero-6", ["num_clusters=3"])
+    assert "capacities has 6 entries" in msg and "num_clusters is 3" in msg
+
+
+@pytest.mark.parametrize("override", ["arrival_rate=.nan", "switch_overhead=.nan", "connectivity.threshold=.nan",
+                                      "progress_noise=.nan"])
+def test_nan_is_rejected(override):
+    msg = error_of(load_scenario, "synthetic-3", [override])
+    assert override.split("=")[0] in msg
+
+
+def test_bad_override_paths_are_config_errors():
+    assert "not a nested section" in error_of(load_scenario, "synthetic-3", ["name.x=1"])
+    assert "bad list index" in error_of(load_scenario, "synthetic-3", ["task_types.foo=1"])
+    assert "bad list index" in error_of(load_scenario, "synthetic-3", ["capacities.9=[1,1]"])
+
+
+@pytest.mark.parametrize("override", ["task_types.5.prob=1", "task_types.foo.x=1", "capacities.0.0.1=3"])
+def test_bad_list_paths_inside_a_dotted_key(override):
+    assert override.split(".")[0] in error_of(load_scenario, "synthetic-3", [override])
+
+
+def test_missing_required_key():
+    raw = minimal()
+    del raw["arrival_rate"]
+    assert "arrival_rate" in error_of(from_dict, raw)
+
+
+def test_missing_task_type_key():
+    raw = minimal()
+    del raw["task_types"][0]["min_req"]
+    assert "task_types[0]" in error_of(from_dict, raw) and "min_req" in error_of(from_dict, raw)
+
+
+def test_probabilities_must_sum_to_one():
+    msg = error_of(load_scenario, "synthetic-3", ["task_types.0.prob=0.4"])
+    assert "probabilities" in msg and "0.9" in msg
+    msg = error_of(load_scenario, "synthetic-3", ["task_types.0.prob=0.7"])
+    assert "probabilities" in msg and "1.2" in msg
+
+
+def test_duplicate_type_names():
+    assert "unique" in error_of(load_scenario, "synthetic-3", ["task_types.1.name=img"])
+
+
+def test_task_type_that_fits_no_cluster_names_the_type():
+    msg = error_of(load_scenario, "synthetic-3", ["task_types.1.min_req=[17,1]"])
+    assert "'lm'" in msg and "fits no cluster" in msg
+    # fits the cluster but not the per-task maximum
+    msg = error_of(load_scenario, "testbed-3", ["task_types.0.min_req=[2,9]", "capacities=[[32,16]]"])
+    assert "'mnist'" in msg and "fits no cluster" in msg
+    # heterogeneous: fits only the largest cluster -> valid
+    cfg = load_scenario("hetero-6", ["task_types.0.min_req=[16,16]"])
+    assert cfg.task_types[0].min_req == (16, 16)
+    # a type that can never arrive (prob 0) need not fit
+    cfg = load_scenario("synthetic-3", ["task_types.0.prob=0", "task_types.1.prob=1", "task_types.0.min_req=[99,99]"])
+    assert cfg.task_types[0].min_req == (99, 99)
+
+
+def test_min_req_zero_zero_is_rejected():
+    msg = error_of(load_scenario, "synthetic-3", ["task_types.0.min_req=[0,0]"])
+    assert "'img'" in msg and "min_req" in msg
+
+
+def test_tanh_type_needs_a_gpu_at_its_minimum():
+    msg = error_of(load_scenario, "synthetic-3", ["task_types.1.min_req=[2,0]"])
+    assert "'lm'" in msg
+
+
+def test_bad_eval_overrides_are_caught_at_load_time():
+    msg = error_of(load_scenario, "testbed-3", ["eval_overrides.bogus=1"])
+    assert "bogus" in msg
+    msg = error_of(load_scenario, "testbed-3", ["eval_overrides.arrival_rate=-2"])
+    assert "arrival_rate" in msg
+    assert "eval_overrides" in error_of(load_scenario, "synthetic-3", ["eval_overrides=[1]"])
+
+
+def test_not_a_mapping_sections():
+    assert "connectivity" in error_of(load_scenario, "synthetic-3", ["connectivity=[1]"])
+    assert "trace" in error_of(load_scenario, "synthetic-3", ["trace=3"])
+    assert "task_types[0]" in error_of(load_scenario, "synthetic-3", ["task_types.0=5"])
+    assert "task_types[0].progress" in error_of(load_scenario, "synthetic-3", ["task_types.0.progress=3"])
+
+
+def test_bad_yaml_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("mode: [single\n")
+    assert "not valid YAML" in error_of(load_scenario, path)
+    path.write_text("- 1\n- 2\n")
+    assert "mapping" in error_of(load_scenario, path)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
