@@ -49,8 +49,7 @@ class Scheduler(Protocol):
 def apply_decision(sim: Simulator, decision: Decision) -> int:
     """Apply a decision; returns the number of tasks placed.
 
-    A task named by two placements of the same round is placed once; the later request
-    counts as a conflict. Refused requests count as invalid (``sim.invalid``).
+    A task placed by one request of the round makes any later request for it a conflict. Refused requests count as invalid (``sim.invalid``).
     """
     for cluster, allocs in decision.allocations.items():
         sim.set_allocations(cluster, allocs)
@@ -60,8 +59,9 @@ def apply_decision(sim: Simulator, decision: Decision) -> int:
         if task in seen:
             sim.conflicts += 1
             continue
-        seen.add(task)
-        placed += sim.place(int(cluster), int(task), int(cpu), int(gpu))
+        if sim.place(int(cluster), int(task), int(cpu), int(gpu)):
+            seen.add(task)
+            placed += 1
     return placed
 
 
