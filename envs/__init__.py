@@ -2,9 +2,27 @@
 
 from .config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from .core import Simulator
+from .registration import ENV_ID, register_envs
 from .scheduling import Decision, EpisodeResult, Scheduler, apply_decision, run_episode
+
+register_envs()  # gymnasium.make("TapFinger/EdgeClusters-v0", scenario=..., overrides=..., evaluation=...)
+
+
+def __getattr__(name: str):
+    """Lazy exports: the Gym env and the PettingZoo factory (pettingzoo is imported only when used)."""
+    if name == "EdgeClustersEnv":
+        from .gym_env import EdgeClustersEnv
+
+        return EdgeClustersEnv
+    if name == "parallel_env":
+        from .pettingzoo_env import parallel_env
+
+        return parallel_env
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError", "ScenarioConfig", "available_scenarios", "load_scenario", "Simulator",
     "Decision", "EpisodeResult", "Scheduler", "apply_decision", "run_episode",
+    "ENV_ID", "register_envs", "EdgeClustersEnv", "parallel_env",
 ]

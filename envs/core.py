@@ -54,6 +54,8 @@ class Simulator:
         self.min_req = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
         self.max_alloc = np.array(cfg.per_task_max, dtype=np.int64)  # (2,)
         self.single = cfg.mode == "single"
+        self._min_req_list = self.min_req.tolist()
+        self._max_alloc_list = self.max_alloc.tolist()
         self._fastest: np.ndarray | None = None
         self.reset(seed)
 
@@ -162,12 +164,13 @@ class Simulator:
             return f"task {task} out of range"
         if self.status[task] != WAITING:
             return f"task {task} is not waiting"
-        if not (self.pending[cluster] == task).any():
+        if task not in self.pending[cluster].tolist():
             return f"task {task} is not in cluster {cluster}'s pending set"
         if self.single and self.placed_this_step[cluster]:
             return f"cluster {cluster} already placed a task this real step (single mode)"
-        lo = self.min_req[self.task_type[task]]
-        hi = self.alloc_upper(cluster)
+        lo = self._min_req_list[self.task_type[task]]
+        free_c, free_g = self.free[cluster].tolist()
+        hi = (min(free_c, self._max_alloc_list[0]), min(free_g, self._max_alloc_list[1]))
         if cpu < lo[0] or gpu < lo[1] or cpu > hi[0] or gpu > hi[1]:
             return (
                 f"allocation ({cpu}, {gpu}) outside [{lo[0]}..{hi[0]}] x [{lo[1]}..{hi[1]}] "
@@ -186,22 +189,21 @@ class Simulator:
         self.status[task] = RUNNING
         self.cluster[task] = cluster
         self.start[task] = self.t
-        self.alloc[task] = (cpu, gpu)
-        self.last_alloc[task] = (cpu, gpu)  # starting is not a switch
-        self.first_alloc[task] = (cpu, gpu)
+        for arr in (self.alloc, self.last_alloc, self.first_alloc):  # starting is not a switch
+            arr[task, 0] = cpu
+            arr[task, 1] = gpu
         self.free[cluster, 0] -= cpu
         self.free[cluster, 1] -= gpu
-        for j in np.flatnonzero(self.eligible[task]):
-            self.waiting[j].remove(task)
-            self.pending[j][self.pending[j] == task] = -1
-        row = self.run_slots[cluster]
-        empty = np.flatnonzero(row < 0)
-        if empty.size == 0:
+        for waiting, ok in zip(self.waiting, self.eligible[task].tolist()):
+            if ok:
+                waiting.remove(task)
+        self.pending[self.pending == task] = -1
+        slots = self.run_slots[cluster].tolist()
+        if -1 not in slots:
             grow = np.full((self.num_clusters, self.run_slots.shape[1]), -1, dtype=np.int64)
             self.run_slots = np.concatenate([self.run_slots, grow], axis=1)
-            row = self.run_slots[cluster]
-            empty = np.flatnonzero(row < 0)
-        row[empty[0]] = task
+            slots.append(-1)
+        self.run_slots[cluster, slots.index(-1)] = task
         self.placed_this_step[cluster] = True
         self.placements += 1
         return True
@@ -257,10 +259,10 @@ class Simulator:
         alive = self.num_alive
         self.tasks_in_system.append(alive)
         self.usage.append(self.capacity - self.free)
-        self.last_cluster_rewards = -np.array(
-            [len(self.waiting[i]) + int((self.run_slots[i] >= 0).sum()) for i in range(N)], dtype=np.float64
-        )
-        ids = self.run_slots[self.run_slots >= 0]
+        occupied = self.run_slots >= 0
+        queued = np.fromiter(map(len, self.waiting), dtype=np.float64, count=N)
+        self.last_cluster_rewards = -(queued + occupied.sum(axis=1))
+        ids = self.run_slots[occupied]
         if ids.size:
             self._progress(ids)
         self.t += 1
@@ -274,20 +276,30 @@ class Simulator:
         alloc = self.alloc[ids]
         c, g = alloc[:, 0], alloc[:, 1]
         p = self.progress[ids]
-        gain = np.zeros(ids.size)
-        for k, fn in enumerate(self.functions):
-            m = types == k
-            if m.any():
-                gain[m] = fn.delta(c[m], g[m], p[m])
+        if len(self.functions) == 1:
+            gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
+        else:
+            gain = np.zeros(ids.size)
+            for k, fn in enumerate(self.functions):
+                m = types == k
+                if m.any():
+                    gain[m] = fn.delta(c[m], g[m], p[m])
         mins = self.min_req[types]
         ok = (c >= mins[:, 0]) & (g >= mins[:, 1])
-        gain = np.where(ok, np.maximum(gain, 0.0), 0.0)
+        gain = np.maximum(gain, 0.0)
+        all_ok = bool(ok.all())
+        if not all_ok:  # paused / below-minimum tasks make no progress
+            gain[~ok] = 0.0
         if self.cfg.progress_noise > 0:
             noise = (self.rng_noise.random(ids.size) - 0.5) * self.cfg.progress_noise
-            gain = np.where(ok, np.maximum(gain + noise, 0.0), 0.0)
+            gain = np.maximum(gain + noise, 0.0)
+            if not all_ok:
+                gain[~ok] = 0.0
         if self.cfg.switch_overhead != 1.0:
-            switched = np.any(alloc != self.last_alloc[ids], axis=1)
-            gain[switched] *= self.cfg.switch_overhead
+            last = self.last_alloc[ids]
+            switched = (c != last[:, 0]) | (g != last[:, 1])
+            if switched.any():
+                gain[switched] *= self.cfg.switch_overhead
         p = p + gain
         self.progress[ids] = p
         self.alloc_time[ids] += alloc
@@ -300,29 +312,24 @@ class Simulator:
             self.num_finished += int(done.size)
             clusters = self.cluster[done]
             np.add.at(self.free, clusters, self.alloc[done])
-            self.run_slots[np.isin(self.run_slots, done)] = -1
+            rs = self.run_slots  # an empty slot (-1) reads the last task's status: harmless
+            rs[self.status[rs] == DONE] = -1
 
     def _admit_arrivals(self) -> None:
-        arr = self.arrival
-        end = self.next_arrival
-        total = arr.shape[0]
-        while end < total and arr[end] <= self.t:
-            end += 1
-        if end == self.next_arrival:
+        start = self.next_arrival
+        end = int(np.searchsorted(self.arrival, self.t, side="right"))  # arrival is sorted
+        if end <= start:
             return
-        new = np.arange(self.next_arrival, end)
-        self.status[new] = WAITING
-        elig = self.eligible[new]
-        for i in range(self.num_clusters):
-            self.waiting[i].extend(new[elig[:, i]].tolist())
+        self.status[start:end] = WAITING
+        new = np.arange(start, end)
+        for w, col in zip(self.waiting, self.eligible[start:end].T):
+            w.extend(new[col].tolist())
         self.next_arrival = end
 
     def _refill(self) -> None:
         P = self.pending.shape[1]
-        for i, w in enumerate(self.waiting):
-            n = min(P, len(w))
-            self.pending[i, :n] = w[:n]
-            self.pending[i, n:] = -1
+        pad = [-1] * P
+        self.pending[:] = [(w[:P] + pad)[:P] for w in self.waiting]
 
     # ------------------------------------------------------------------ results
     def records(self) -> dict[str, np.ndarray]:

@@ -347,7 +347,8 @@ def _cell_index(cpu: np.ndarray, gpu: np.ndarray, shape: tuple[int, int]) -> tup
     c = np.asarray(cpu).astype(np.int64)
     g = np.asarray(gpu).astype(np.int64)
     ok = (c >= 1) & (g >= 1)
-    return np.clip(c, 1, shape[0]) - 1, np.clip(g, 1, shape[1]) - 1, ok
+    # np.minimum/np.maximum: np.clip on integer arrays builds np.iinfo on every call (slow)
+    return np.minimum(np.maximum(c, 1), shape[0]) - 1, np.minimum(np.maximum(g, 1), shape[1]) - 1, ok
 
 
 class PowerLawProgress:

@@ -1,0 +1,181 @@
+"""Gymnasium environment ``TapFinger/EdgeClusters-v0``: a joint view of all cluster agents.
+
+One logical step applies a joint action of every agent (see :mod:`envs.joint_action`),
+then advances real time when due (``single``: every step; ``multi``: once no agent placed
+anything). Observation and action layout: ``docs/observation.md``.
+
+The workload of an episode is chosen by the reset seed: ``reset(seed=s)`` plays exactly
+the workload :class:`~envs.core.Simulator` builds for seed ``s`` (so evaluation seeds match
+the baselines' one to one); ``reset(options={"workload_seed": k})`` picks it explicitly;
+with neither, a seed is drawn from ``self.np_random``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from .config import ConfigError, ScenarioConfig, apply_overrides, from_dict, load_scenario, to_dict
+from .core import Simulator
+from .joint_action import StepReport, apply_joint_action, needs_advance
+from .observation import KEYS, ObservationBuilder, ObservationSpec
+from .progress import build_progress_functions
+
+
+def resolve_scenario(
+    scenario: str | ScenarioConfig,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    evaluation: bool = False,
+) -> ScenarioConfig:
+    """A scenario name, YAML path or config, with overrides (and the evaluation variant) applied."""
+    if isinstance(scenario, ScenarioConfig):
+        cfg = scenario
+        if overrides:
+            cfg = from_dict(apply_overrides(to_dict(cfg), overrides))
+    elif isinstance(scenario, str):
+        cfg = load_scenario(scenario, overrides)
+    else:
+        raise ConfigError(f"scenario must be a name, a YAML path or a ScenarioConfig, got {type(scenario).__name__}")
+    return cfg.for_evaluation() if evaluation else cfg
+
+
+def observation_space(spec: ObservationSpec) -> spaces.Dict:
+    """The Dict of Box spaces matching :class:`~envs.observation.ObservationBuilder` output."""
+    bounds = spec.bounds()
+    shapes = spec.shapes()
+    boxes = {}
+    for key in KEYS:
+        (low, high), (shape, dtype) = bounds[key], shapes[key]
+        boxes[key] = spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+    return spaces.Dict(boxes)
+
+
+def action_space(spec: ObservationSpec) -> spaces.MultiDiscrete:
+    """``MultiDiscrete`` of shape ``(N, 3)``: per agent ``[slot, allocation, lost flag]``."""
+    return spaces.MultiDiscrete(np.tile(np.array([spec.P, spec.A, 2], dtype=np.int64), (spec.N, 1)))
+
+
+def episode_metrics(sim: Simulator) -> dict[str, float | int]:
+    """Summary of a finished (or truncated) episode, as put in ``info["episode_metrics"]``."""
+    finish = sim.finish[: sim.next_arrival]
+    done = finish >= 0
+    jct = finish[done] - sim.arrival[: sim.next_arrival][done]
+    usage = sim.usage_series()
+    if usage.shape[0]:
+        frac = usage.sum(axis=1) / sim.capacity.sum(axis=0)
+        cpu_util, gpu_util = float(frac[:, 0].mean()), float(frac[:, 1].mean())
+    else:
+        cpu_util = gpu_util = 0.0
+    return {
+        "mean_jct": float(jct.mean()) if jct.size else float("nan"),
+        "num_finished": int(sim.num_finished),
+        "steps": int(sim.t),
+        "conflicts": int(sim.conflicts),
+        "invalid": int(sim.invalid),
+        "cpu_util": cpu_util,
+        "gpu_util": gpu_util,
+    }
+
+
+class EdgeClustersEnv(gymnasium.Env):
+    """Multi-cluster scheduling as one Gymnasium env with a joint (all agents) view.
+
+    Args:
+        scenario: a scenario name from ``configs/`` (e.g. ``"synthetic-3"``), a YAML path or a
+            :class:`~envs.config.ScenarioConfig`.
+        overrides: ``key=value`` strings or a mapping of dotted keys applied to the scenario.
+        evaluation: use the scenario's evaluation variant (``cfg.for_evaluation()``).
+
+    Reward: ``team`` (default) is ``-(tasks alive)`` on steps that advance real time and 0
+    otherwise, so an episode's return is minus the total completion time; ``per_cluster``
+    sums the per-cluster rewards. ``info["agent_rewards"]`` holds the per-agent rewards.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        scenario: str | ScenarioConfig = "synthetic-3",
+        overrides: Sequence[str] | Mapping[str, Any] = (),
+        evaluation: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None:
+            raise ConfigError(f"render_mode {render_mode!r} is not supported (no rendering)")
+        self.render_mode = None
+        self.cfg = resolve_scenario(scenario, overrides, evaluation)
+        self.obs_spec = ObservationSpec.from_config(self.cfg)
+        self.observation_space = observation_space(self.obs_spec)
+        self.action_space = action_space(self.obs_spec)
+        self._functions = build_progress_functions(self.cfg)
+        self._builder = ObservationBuilder(self.obs_spec)
+        self._team = self.cfg.reward == "team"
+        self._zeros = np.zeros(self.cfg.num_clusters, dtype=np.float64)
+        self.sim: Simulator | None = None
+        self._over = True
+        self.logical_steps = 0
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        workload_seed = None
+        if options and options.get("workload_seed") is not None:
+            workload_seed = options["workload_seed"]
+            if isinstance(workload_seed, bool) or not isinstance(workload_seed, (int, np.integer)) or workload_seed < 0:
+                raise ConfigError(f"options['workload_seed'] must be an integer >= 0, got {workload_seed!r}")
+        elif seed is not None:
+            workload_seed = seed
+        else:
+            workload_seed = int(self.np_random.integers(2**31 - 1))
+        self.sim = Simulator(self.cfg, int(workload_seed), progress_functions=self._functions)
+        self._over = False
+        self.logical_steps = 0
+        return self._builder(self.sim), {"workload_seed": int(workload_seed)}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None or self._over:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        report: StepReport = apply_joint_action(sim, action)
+        advanced = needs_advance(sim, report)
+        if advanced:
+            team = sim.advance()
+            if self._team:
+                reward = team
+                agent_rewards = np.full(sim.num_clusters, team)
+            else:
+                agent_rewards = sim.last_cluster_rewards.copy()
+                reward = float(agent_rewards.sum())
+        else:
+            reward = 0.0
+            agent_rewards = self._zeros.copy()
+        self.logical_steps += 1
+        terminated = sim.done
+        truncated = (not terminated) and sim.truncated
+        info: dict[str, Any] = {
+            "agent_rewards": agent_rewards,
+            "placed": report.placed,
+            "void": report.void,
+            "invalid": report.invalid,
+            "conflicts": report.conflicts,
+            "advanced": advanced,
+        }
+        if terminated or truncated:
+            self._over = True
+            info["episode_metrics"] = episode_metrics(sim)
+        return self._builder(sim), reward, terminated, truncated, info
+
+    def render(self) -> None:  # no render modes
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def observe(self) -> dict[str, np.ndarray]:
+        """The current observation again (fresh arrays), e.g. after an external change."""
+        if self.sim is None:
+            raise RuntimeError("call reset() first")
+        return self._builder(self.sim)

@@ -1,0 +1,161 @@
+"""Apply one joint action of all agents to the simulator, never trusting it.
+
+A joint action is an int array ``(N, 3)``: for agent (cluster) ``i`` the row
+``[slot, allocation, lost]`` names pending slot ``slot`` of cluster ``i``, the joint
+allocation index ``allocation = cpu * G1 + gpu`` (``G1 = per_task_max_gpu + 1``; index 0 is
+*void*, schedule nothing) and the lost-conflict flag set by a policy that resolved a conflict
+against this agent.
+
+Rules, applied to the agents in index order ``0 .. N-1`` against the pending sets as they
+were when the step began:
+
+1. ``lost == 1``: the agent is void; counted as a *conflict*.
+2. The slot index, allocation index or flag is outside its range (slot ``0..P-1``,
+   allocation ``0..A-1``, flag ``0/1``): void, counted *invalid*.
+3. ``allocation == 0``: the agent is void (a deliberate "schedule nothing"; not counted).
+   An agent with no feasible slot is expected to send ``[0, 0, 0]``.
+4. The slot was empty when the step began: void, counted *invalid*.
+5. The slot's task was already placed this step by a lower-index agent: void, counted as a
+   *conflict* (the lower index wins).
+6. The allocation ``(cpu, gpu)`` is not within ``[task minimum, min(free, per_task_max)]``
+   componentwise, or (``single`` mode) the cluster already placed a task in this real step:
+   void, counted *invalid*.
+7. Otherwise the task starts on cluster ``i`` at ``(cpu, gpu)`` and leaves every pending set.
+
+A void agent leaves its task pending, so no task is ever lost. Conflicts and invalid
+requests are also added to ``sim.conflicts`` / ``sim.invalid``.
+
+Time: in ``single`` mode every joint action is followed by one real step
+(``sim.advance()``); in ``multi`` mode real time advances only after a joint action that
+placed nothing (:func:`needs_advance`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class ActionShapeError(ValueError):
+    """The joint action cannot be read as an ``(N, 3)`` integer array."""
+
+
+@dataclass
+class StepReport:
+    """What one joint action did. ``void`` counts every agent that placed nothing."""
+
+    placed: int = 0
+    void: int = 0
+    invalid: int = 0
+    conflicts: int = 0
+    placed_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
+def _as_joint(action: Any, n: int) -> np.ndarray:
+    try:
+        arr = np.asarray(action)
+        if arr.dtype.kind not in "iub":
+            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+                arr = arr.astype(np.int64)
+            else:
+                raise TypeError(f"dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False).reshape(n, 3)
+    except (TypeError, ValueError) as exc:
+        raise ActionShapeError(
+            f"joint action must be an integer array of shape ({n}, 3) [slot, allocation, lost]: {exc}"
+        ) from None
+    return arr
+
+
+def apply_joint_action(sim: Any, action: Any) -> StepReport:
+    """Apply the joint action's placements to ``sim`` (no time advance); see the module rules.
+
+    Never raises for any integer values; raises :class:`ActionShapeError` (a ``ValueError``)
+    only when ``action`` is not ``N x 3`` integers.
+    """
+    n = sim.num_clusters
+    act = _as_joint(action, n).tolist()
+    # Python-int snapshots of the state as the step began (agent i only changes cluster i)
+    pending = sim.pending.tolist()
+    free = sim.free.tolist()
+    min_req = sim.min_req.tolist()
+    max_c, max_g = sim.max_alloc.tolist()
+    task_type = sim.task_type
+    P = len(pending[0])
+    g1 = max_g + 1
+    num_alloc = (max_c + 1) * g1
+    blocked = sim.placed_this_step.tolist() if sim.single else [False] * n
+    placed_mask = np.zeros(n, dtype=bool)
+    placed_tasks: list[int] = []
+    invalid = conflicts = 0
+    for i in range(n):
+        slot, a, lost = act[i]
+        if lost == 1:
+            conflicts += 1
+            continue
+        if not (0 <= slot < P and 0 <= a < num_alloc and lost == 0):
+            invalid += 1
+            continue
+        if a == 0:
+            continue
+        task = pending[i][slot]
+        if task < 0:
+            invalid += 1
+            continue
+        if task in placed_tasks:
+            conflicts += 1
+            continue
+        cpu, gpu = divmod(a, g1)
+        lo_c, lo_g = min_req[task_type[task]]
+        if (
+            cpu < lo_c or gpu < lo_g or cpu > min(free[i][0], max_c) or gpu > min(free[i][1], max_g)
+            or blocked[i]
+        ):
+            invalid += 1
+            continue
+        if sim.place(i, task, cpu, gpu):
+            placed_mask[i] = True
+            placed_tasks.append(task)
+        else:  # refused for a reason not checked above; the simulator already counted it
+            invalid += 1
+            sim.invalid -= 1
+    sim.conflicts += conflicts
+    sim.invalid += invalid
+    placed = len(placed_tasks)
+    return StepReport(placed=placed, void=n - placed, invalid=invalid, conflicts=conflicts, placed_mask=placed_mask)
+
+
+def needs_advance(sim: Any, report: StepReport) -> bool:
+    """Whether real time advances after this joint action (single: always; multi: nothing placed)."""
+    return bool(sim.single or report.placed == 0)
+
+
+def random_valid_action(obs: dict[str, np.ndarray], gpu_axis: int, rng: np.random.Generator) -> np.ndarray:
+    """A random joint action that only makes valid choices (for benchmarks and tests).
+
+    Each agent with a feasible slot picks one uniformly, skipping tasks a lower-index agent
+    already took in this action (found through ``pending_where``), and a uniform allocation in
+    ``[pending_min, alloc_high]``; an agent with nothing left sends ``[0, 0, 0]``.
+    ``gpu_axis`` is ``G1`` (``spec.alloc_dims[1]``).
+    """
+    feasible = obs["feasible"].astype(bool)
+    n = feasible.shape[0]
+    action = np.zeros((n, 3), dtype=np.int64)
+    if not feasible.any():
+        return action
+    where, lo_all, hi_all = obs["pending_where"], obs["pending_min"], obs["alloc_high"]
+    for i in np.flatnonzero(feasible.any(axis=1)).tolist():
+        slots = np.flatnonzero(feasible[i])
+        if slots.size == 0:
+            continue
+        p = int(slots[rng.integers(slots.size)])
+        lo, hi = lo_all[i, p], hi_all[i]
+        c = int(rng.integers(lo[0], hi[0] + 1))
+        g = int(rng.integers(lo[1], hi[1] + 1))
+        action[i] = (p, c * gpu_axis + g, 0)
+        w = where[i, p]
+        js = np.flatnonzero(w >= 0)
+        feasible[js, w[js]] = False  # the task is taken for higher-index agents
+    return action
