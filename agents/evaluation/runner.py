@@ -1,0 +1,311 @@
+"""Run every scheduler on the same seeded workloads (common random numbers), in parallel.
+
+A *job* is one scheduler on one workload seed: ``run_episode`` on a fresh
+:class:`~envs.core.Simulator`. Every scheduler sees the same seeds, hence the same tasks,
+arrivals, reachability and tie-break stream. Jobs run in ``workers`` spawned processes
+(``spawn``: safe with torch and CUDA) or in-process for ``workers=1``; the result does not
+depend on the number of workers or on the order in which jobs finish.
+
+Learned policies are imported lazily (:mod:`agents.tapfinger` only when a checkpoint is
+given), so a baseline-only evaluation never imports torch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from envs.bound import fastest_durations
+from envs.config import ConfigError, ScenarioConfig
+from envs.core import Simulator
+from envs.progress import ProgressFunction, build_progress_functions
+from envs.scheduling import EpisodeResult, run_episode
+
+#: first evaluation workload seed by default; training draws its workload seeds from
+#: ``[1_000_000, 2**62)`` and its in-training validation uses ``10_000 + j``, so
+#: ``100_000 .. 100_000 + K - 1`` never overlaps either for K < 900_000.
+DEFAULT_SEED_OFFSET = 100_000
+#: torch threads per evaluating process: batch-1 inference of a small network gains nothing from
+#: intra-op threads, and on a busy machine they cost up to 100x (spin-waiting); parallelism
+#: comes from the worker processes instead
+TORCH_THREADS = 1
+#: name of the (first) learned policy in outputs
+POLICY_NAME = "tapfinger"
+#: names a checkpoint can get (see :func:`policy_names`)
+POLICY_PATTERN = re.compile(r"(tapfinger|no-han|no-pointer|vanilla)(-[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """One column of the evaluation: a registry baseline or a policy checkpoint.
+
+    ``name`` is the label in every output; ``baseline`` the registry name (baselines);
+    ``checkpoint`` the file, ``variant`` its policy variant and ``trained_on`` the scenario
+    stored in it (policies).
+    """
+
+    name: str
+    baseline: str = ""
+    checkpoint: str = ""
+    variant: str = ""
+    trained_on: str | None = None
+
+    @property
+    def is_policy(self) -> bool:
+        return bool(self.checkpoint)
+
+
+@dataclass
+class EvaluationRun:
+    """Everything an evaluation produced: per scheduler, one result per seed (seed order)."""
+
+    cfg: ScenarioConfig
+    seeds: list[int]
+    specs: list[SchedulerSpec]
+    results: dict[str, list[EpisodeResult]]
+    bound: list[np.ndarray]  # per seed: every task's fastest possible JCT
+    preemptive: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def policy_names(self) -> list[str]:
+        return [s.name for s in self.specs if s.is_policy]
+
+
+# ---------------------------------------------------------------------------------------
+# Choosing schedulers
+# ---------------------------------------------------------------------------------------
+def policy_names(variants: Sequence[str]) -> list[str]:
+    """Output names of checkpoints with these policy variants, in order.
+
+    A checkpoint is named after its variant (``tapfinger``, ``no-han``, ``no-pointer``,
+    ``vanilla``); a repeated variant gets ``-2``, ``-3``, ... (``tapfinger``, ``tapfinger-2``).
+    """
+    count: dict[str, int] = {}
+    out = []
+    for v in variants:
+        count[v] = count.get(v, 0) + 1
+        out.append(v if count[v] == 1 else f"{v}-{count[v]}")
+    return out
+
+
+def resolve_schedulers(
+    selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None
+) -> list[SchedulerSpec]:
+    """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
+
+    ``all`` is every available baseline. Every given checkpoint is loaded, checked against
+    ``cfg`` (:func:`check_checkpoint`) and evaluated, named by :func:`policy_names`, whether
+    or not the list names it; the list may name ``tapfinger`` (or a checkpoint's name) only
+    when a checkpoint is given. Unknown names and bad checkpoints raise :class:`ConfigError`.
+    """
+    from agents.baselines import available_schedulers
+
+    known = available_schedulers()
+    text = (selection or "").strip()
+    if text == "all":
+        names = list(known)
+    else:
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        if not names:
+            raise ConfigError(f"--schedulers is empty; give 'all' or some of: {', '.join(known + [POLICY_NAME])}")
+    unknown = [n for n in names if n not in known and not POLICY_PATTERN.fullmatch(n)]
+    if unknown:
+        raise ConfigError(
+            f"unknown scheduler(s) {unknown}; valid: {', '.join(known)}, and {POLICY_NAME} (needs --checkpoint)"
+        )
+    if not checkpoints and any(n not in known for n in names):
+        raise ConfigError(f"scheduler {POLICY_NAME!r} needs a policy checkpoint (--checkpoint PATH)")
+    specs = [SchedulerSpec(name=n, baseline=n) for n in dict.fromkeys(names) if n in known]
+    if checkpoints:
+        if cfg is None:
+            raise ValueError("resolve_schedulers needs the scenario to check checkpoints")
+        infos = [check_checkpoint(p, cfg) for p in checkpoints]
+        for name, path, info in zip(policy_names([i["variant"] for i in infos]), checkpoints, infos):
+            specs.append(SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
+                                       trained_on=info["trained_on"]))
+    if not specs:
+        raise ConfigError("no scheduler to evaluate")
+    return specs
+
+
+def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
+    """Load a checkpoint once (CPU) and check it can act on ``cfg``.
+
+    Returns ``{"variant", "trained_on"}``. Every problem (missing, corrupt, other
+    architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
+    another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
+    """
+    from agents.policy import CheckpointError, load_policy_checkpoint
+
+    try:
+        policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None)}
+
+
+# ---------------------------------------------------------------------------------------
+# Jobs (module-level state so that spawned workers build it once)
+# ---------------------------------------------------------------------------------------
+_STATE: dict[str, Any] = {}
+
+
+def _torch_threads(specs: Sequence[SchedulerSpec]) -> int:
+    """The caller's torch thread count when policies will run (to restore it), else 0."""
+    if not any(s.is_policy for s in specs):
+        return 0
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, torch_threads: int) -> None:
+    """Per-process set-up: progress functions, and the torch thread budget for policies."""
+    _STATE.clear()
+    _STATE.update(cfg=cfg, specs=specs, device=device, functions=build_progress_functions(cfg), policies={})
+    if torch_threads > 0 and any(s.is_policy for s in specs):
+        import torch
+
+        torch.set_num_threads(torch_threads)
+
+
+def _make_scheduler(spec: SchedulerSpec) -> Any:
+    """A fresh scheduler for one episode (a policy's weights are loaded once per process)."""
+    if not spec.is_policy:
+        from agents.baselines import make_scheduler
+
+        return make_scheduler(spec.baseline)
+    from agents.policy import CheckpointError
+    from agents.tapfinger import TapFingerScheduler
+
+    policies = _STATE["policies"]
+    try:
+        if spec.name not in policies:
+            policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=_STATE["device"]).policy
+        return TapFingerScheduler(policy=policies[spec.name], device=_STATE["device"], deterministic=True)
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _run_job(index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
+    """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
+    spec = _STATE["specs"][index]
+    scheduler = _make_scheduler(spec)
+    try:
+        result = run_episode(_STATE["cfg"], scheduler, seed, _STATE["functions"])
+    except Exception as exc:
+        if type(exc).__name__ == "CheckpointError":  # policy does not fit the scenario
+            raise ConfigError(str(exc)) from None
+        raise
+    result.scheduler = spec.name
+    flag = getattr(scheduler, "preemptive", None)
+    return index, seed, result, (bool(flag) if flag is not None else None)
+
+
+def bound_durations(cfg: ScenarioConfig, seeds: Sequence[int], functions: list[ProgressFunction]) -> list[np.ndarray]:
+    """Per seed, every task's fastest possible JCT (the ``bound`` row, :mod:`envs.bound`)."""
+    sim = Simulator(cfg, seeds[0], functions)
+    out = []
+    for seed in seeds:
+        sim.reset(seed)
+        out.append(fastest_durations(sim).astype(np.int64))
+    return out
+
+
+def is_preemptive(flag: bool | None, results: Sequence[EpisodeResult]) -> bool:
+    """The scheduler's ``preemptive`` attribute, else whether any task's allocation changed.
+
+    Without the attribute a scheduler counts as preemptive when some task's time-averaged
+    allocation (``avg_cpu``/``avg_gpu``) differs from its allocation at start.
+    """
+    if flag is not None:
+        return flag
+    for r in results:
+        rec = r.records
+        ran = rec["start"] >= 0
+        if np.any(np.abs(rec["avg_cpu"][ran] - rec["cpu"][ran]) > 1e-9) or np.any(
+            np.abs(rec["avg_gpu"][ran] - rec["gpu"][ran]) > 1e-9
+        ):
+            return True
+    return False
+
+
+def default_workers() -> int:
+    """``min(2, cpu count)``."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def run_evaluation(
+    cfg: ScenarioConfig,
+    specs: Sequence[SchedulerSpec],
+    seeds: Sequence[int],
+    workers: int = 1,
+    device: str = "cpu",
+    progress: bool = True,
+) -> EvaluationRun:
+    """Run every spec on every seed and collect the results (plus the bound).
+
+    ``workers`` > 1 runs jobs in that many spawned processes; every process runs policies with
+    :data:`TORCH_THREADS` torch threads. ``progress`` shows a tqdm bar on stderr.
+    Errors in a job (e.g. :class:`ConfigError`) propagate after the pool is shut down.
+    """
+    specs, seeds = list(specs), [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("need at least one seed")
+    if len(set(s.name for s in specs)) != len(specs):
+        raise ConfigError(f"scheduler names must be unique, got {[s.name for s in specs]}")
+    jobs = [(i, seed) for i, _ in enumerate(specs) for seed in seeds]
+    workers = max(1, min(int(workers), len(jobs)))
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), desc=f"{cfg.name}", unit="run", disable=not progress, leave=False)
+    done: dict[tuple[int, int], tuple[EpisodeResult, bool | None]] = {}
+
+    def collect(index: int, seed: int, result: EpisodeResult, flag: bool | None) -> None:
+        done[(index, seed)] = (result, flag)
+        bar.set_postfix_str(f"{specs[index].name} seed {seed}", refresh=False)
+        bar.update(1)
+
+    try:
+        if workers == 1:
+            saved, threads = dict(_STATE), _torch_threads(specs)
+            try:
+                _init_worker(cfg, specs, device, TORCH_THREADS)
+                for i, seed in jobs:
+                    collect(*_run_job(i, seed))
+            finally:
+                _STATE.clear()
+                _STATE.update(saved)
+                if threads:
+                    import torch
+
+                    torch.set_num_threads(threads)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(cfg, specs, device, TORCH_THREADS)) as pool:
+                pending = {pool.submit(_run_job, i, seed) for i, seed in jobs}
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    for fut in finished:
+                        if fut.exception() is not None:
+                            for other in pending:
+                                other.cancel()
+                            raise fut.exception()
+                        collect(*fut.result())
+    finally:
+        bar.close()
+
+    results = {s.name: [done[(i, seed)][0] for seed in seeds] for i, s in enumerate(specs)}
+    flags = {s.name: done[(i, seeds[0])][1] for i, s in enumerate(specs)}
+    preemptive = {name: is_preemptive(flags[name], res) for name, res in results.items()}
+    functions = build_progress_functions(cfg)
+    return EvaluationRun(cfg=cfg, seeds=seeds, specs=specs, results=results,
+                         bound=bound_durations(cfg, seeds, functions), preemptive=preemptive)

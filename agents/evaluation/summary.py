@@ -1,0 +1,241 @@
+"""Statistics of an evaluation: ``summary.json``, ``tasks.csv``, ``run.json`` and the printed table.
+
+Definitions (what ``summary.json`` holds per scheduler):
+
+* ``mean_jct``, ``median_jct``, ``p90_jct``: over **all finished tasks of all seeds pooled**
+  (numpy's linear percentile); recomputable from the ``jct`` column of ``tasks.csv``.
+  Tasks unfinished at the step cap (``max_steps``) are left out; ``run.json`` and the table
+  count the truncated episodes.
+* ``ci95``: 95% Student-t interval of the mean over the **per-seed** mean JCTs,
+  ``m ± t(0.975, K-1) · s / sqrt(K)`` with ``s`` the sample standard deviation;
+  ``[null, null]`` for a single seed.
+* ``mean_tasks_in_system``: tasks arrived and not finished, averaged over every real step of
+  every seed (time-weighted; by Little's law it equals total JCT / total steps).
+* ``cpu_util``, ``gpu_util``: fraction of all clusters' CPUs / GPUs allocated, averaged over
+  every real step of every seed.
+* ``decision_ms``: wall-clock milliseconds of decisions per real step, mean over seeds
+  (a timing: it differs between runs).
+
+``bound.mean_jct`` is the pooled mean of every task's fastest possible JCT; ``reduction`` is
+``1 - mean_jct(policy) / mean_jct(other)`` for each other scheduler, where ``policy`` is the
+first checkpoint's scheduler (``tapfinger`` for a TapFinger checkpoint); present only with a
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from envs.config import to_dict
+from envs.scheduling import EpisodeResult
+
+from .runner import EvaluationRun
+
+#: tasks.csv columns, in order
+CSV_COLUMNS = ("scheduler", "seed", "task_id", "type", "arrival", "start", "finish", "jct", "cluster", "cpu", "gpu")
+#: summary fields that are wall-clock timings (differ between otherwise identical runs)
+TIMING_FIELDS = ("decision_ms",)
+
+
+def t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Student-t confidence interval of the mean of ``samples`` (``(None, None)`` if fewer than 2)."""
+    x = np.asarray(samples, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < 2:
+        return None, None
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + confidence / 2.0, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    m = float(x.mean())
+    return m - half, m + half
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def jct_stats(jcts: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Pooled mean / median / p90 over all tasks, and the t-interval over per-seed means."""
+    pooled = np.concatenate([np.asarray(j, dtype=np.float64) for j in jcts]) if jcts else np.zeros(0)
+    per_seed = [float(np.mean(j)) if len(j) else math.nan for j in jcts]
+    lo, hi = t_interval(per_seed)
+    if pooled.size == 0:
+        return {"mean_jct": None, "median_jct": None, "p90_jct": None, "ci95": [lo, hi]}
+    return {
+        "mean_jct": float(pooled.mean()),
+        "median_jct": float(np.median(pooled)),
+        "p90_jct": float(np.percentile(pooled, 90)),
+        "ci95": [lo, hi],
+    }
+
+
+def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """The ``summary.json`` entry of one scheduler (see the module docstring)."""
+    out = jct_stats([r.jct for r in results])
+    steps = sum(int(r.tasks_in_system.shape[0]) for r in results)
+    in_system = sum(float(r.tasks_in_system.sum()) for r in results)
+    used = sum((r.usage.sum(axis=(0, 1)).astype(np.float64) for r in results), np.zeros(2))
+    capacity = results[0].capacity.sum(axis=0).astype(np.float64)
+    out["mean_tasks_in_system"] = in_system / steps if steps else None
+    out["cpu_util"] = float(used[0] / (steps * capacity[0])) if steps else None
+    out["gpu_util"] = float(used[1] / (steps * capacity[1])) if steps else None
+    out["decision_ms"] = float(np.mean([r.decision_ms for r in results]))
+    return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system",
+                                "cpu_util", "gpu_util", "decision_ms")}
+
+
+def build_summary(run: EvaluationRun) -> dict[str, Any]:
+    """The ``summary.json`` document of a run."""
+    schedulers = {name: scheduler_stats(res) for name, res in run.results.items()}
+    bound = np.concatenate(run.bound).astype(np.float64)
+    doc: dict[str, Any] = {
+        "scenario": run.cfg.name,
+        "seeds": list(run.seeds),
+        "schedulers": schedulers,
+        "bound": {"mean_jct": float(bound.mean())},
+    }
+    policies = run.policy_names
+    if policies:
+        tap = schedulers[policies[0]]["mean_jct"]
+        doc["reduction"] = {
+            name: (1.0 - tap / s["mean_jct"] if tap is not None and s["mean_jct"] else None)
+            for name, s in schedulers.items() if name != policies[0]
+        }
+    return doc
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf -> None, numpy scalars -> Python, recursively (strict JSON)."""
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return _finite(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def write_json(path: Path, doc: Any) -> Path:
+    path.write_text(json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def _num(v: float) -> str:
+    """Compact, deterministic text of an allocation (integers stay integers)."""
+    v = round(float(v), 6)
+    return str(int(v)) if v.is_integer() else repr(v)
+
+
+def task_rows(run: EvaluationRun) -> Iterator[list[Any]]:
+    """``tasks.csv`` rows: one per task per scheduler per seed (unfinished: empty finish/jct).
+
+    ``cpu``/``gpu``: the allocation at start, or for preemptive schedulers the allocation
+    averaged over the steps the task ran (``avg_cpu``/``avg_gpu``); empty if it never started.
+    """
+    type_names = [t.name for t in run.cfg.task_types]
+    for spec in run.specs:
+        pre = run.preemptive.get(spec.name, False)
+        for seed, res in zip(run.seeds, run.results[spec.name]):
+            rec = res.records
+            cpu = rec["avg_cpu"] if pre else rec["cpu"]
+            gpu = rec["avg_gpu"] if pre else rec["gpu"]
+            for k in range(rec["task_id"].shape[0]):
+                started = rec["start"][k] >= 0
+                finished = rec["finish"][k] >= 0
+                yield [
+                    spec.name, seed, int(rec["task_id"][k]), type_names[int(rec["type"][k])],
+                    int(rec["arrival"][k]),
+                    int(rec["start"][k]) if started else "",
+                    int(rec["finish"][k]) if finished else "",
+                    int(rec["jct"][k]) if finished else "",
+                    int(rec["cluster"][k]) if started else "",
+                    _num(cpu[k]) if started else "",
+                    _num(gpu[k]) if started else "",
+                ]
+
+
+def write_tasks_csv(path: Path, run: EvaluationRun) -> Path:
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        w.writerows(task_rows(run))
+    return path
+
+
+def run_metadata(run: EvaluationRun, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``run.json``: resolved scenario, seeds, scheduler specs, preemptive flags, episode counters."""
+    per = {}
+    for spec in run.specs:
+        res = run.results[spec.name]
+        per[spec.name] = {
+            "baseline": spec.baseline or None,
+            "checkpoint": spec.checkpoint or None,
+            "preemptive": bool(run.preemptive.get(spec.name, False)),
+            "truncated_seeds": [r.seed for r in res if r.truncated],
+            "unfinished_tasks": int(sum(int((r.records["jct"] < 0).sum()) for r in res)),
+            "steps": [int(r.steps) for r in res],
+            "conflicts": int(sum(r.conflicts for r in res)),
+            "invalid": int(sum(r.invalid for r in res)),
+        }
+    doc = {"scenario": to_dict(run.cfg), "seeds": list(run.seeds), "schedulers": per}
+    doc.update(extra or {})
+    return doc
+
+
+# ---------------------------------------------------------------------------------------
+# Printed table
+# ---------------------------------------------------------------------------------------
+def _f(v: float | None, width: int, digits: int = 2) -> str:
+    return f"{v:>{width}.{digits}f}" if v is not None else f"{'-':>{width}}"
+
+
+def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> str:
+    """The printed table: JCT mean ± CI half-width, median, p90 per scheduler, best first, with the bound."""
+    seeds = summary["seeds"]
+    scheds = summary["schedulers"]
+    reduction = summary.get("reduction")
+    truncated = {name: sum(r.truncated for r in res) for name, res in run.results.items()} if run else {}
+    if not any(truncated.values()):
+        truncated = {}  # the column appears only when some episode hit the step cap
+    seed_text = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    head = [
+        f"scenario {summary['scenario']}: {len(seeds)} workload seed(s) ({seed_text}), same workloads for every "
+        "scheduler; JCT in real steps over all tasks of all seeds; ± = half-width of the 95% t-interval "
+        "over per-seed means",
+        f"{'scheduler':<15}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
+        f"{'GPU %':>7}{'ms/step':>9}" + (f"{'tap. gain':>10}" if reduction else "") + (f"{'trunc':>6}" if truncated else ""),
+    ]
+    rows = [(name, s) for name, s in scheds.items()]
+    rows.append(("bound", {"mean_jct": summary["bound"]["mean_jct"]}))
+    rows.sort(key=lambda r: (r[1]["mean_jct"] is None, r[1]["mean_jct"] or 0.0))
+    lines = list(head)
+    for name, s in rows:
+        if name == "bound" and "median_jct" not in s:
+            lines.append(f"{'bound':<15}{_f(s['mean_jct'], 9)}{'':>8}  (every task at its fastest, no waiting)")
+            continue
+        lo, hi = s["ci95"]
+        half = (hi - lo) / 2.0 if lo is not None and hi is not None else None
+        pct = lambda v: v * 100.0 if v is not None else None  # noqa: E731
+        line = (
+            f"{name:<15}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
+            f"{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
+            f"{_f(s['decision_ms'], 9, 3)}"
+        )
+        if reduction:
+            r = reduction.get(name)
+            line += f"{r * 100:>9.1f}%" if r is not None else f"{'-':>10}"
+        if truncated:
+            line += f"{truncated.get(name, 0):>6d}"
+        lines.append(line)
+    if reduction:
+        tap = run.policy_names[0] if run and run.policy_names else "tapfinger"
+        lines.append(f"tap. gain: {tap}'s mean-JCT reduction against the row, 1 - {tap}/row")
+    return "\n".join(lines)

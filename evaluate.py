@@ -1,0 +1,146 @@
+#!/usr/bin/env python
+"""Evaluate policy checkpoints against the baselines on identical workloads.
+
+    python evaluate.py --scenario synthetic-3 --checkpoint checkpoints/synthetic-3.pt \\
+        --schedulers all --seeds 5 --out results/synthetic-3
+    python evaluate.py --report --seeds 5          # every scenario -> results/REPORT.md
+
+Every scheduler runs on the same workload seeds ``S .. S+K-1`` (``--seed-offset S``, default
+100000: training uses seeds >= 1,000,000 and in-training validation 10,000 + j, so the two
+never overlap). Writes ``summary.json``, ``tasks.csv``, ``run.json``, ``scenario.yaml`` and PNG
+plots to ``--out`` and prints a table. Exit codes: 0 success, 2 bad input (message on
+stderr), 1 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
+
+    p = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description="Evaluate TapFinger checkpoints and the baselines on the same seeded workloads.",
+        epilog="key=value overrides apply to the scenario (e.g. num_tasks=50 trace.params=fit.json).",
+    )
+    p.add_argument("--scenario", help="scenario name or YAML path (with --report: comma-separated subset)")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
+                   help="policy checkpoint; repeat for several. Named after the policy variant (tapfinger, no-han, "
+                        "no-pointer, vanilla); a repeated variant gets -2, -3, ...")
+    p.add_argument("--schedulers", default="all", help="'all' (every available baseline) or a,b,... (default all)")
+    p.add_argument("--seeds", type=int, default=5, help="number of workload seeds K (default 5)")
+    p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
+                   help=f"first workload seed S (default {DEFAULT_SEED_OFFSET}, disjoint from training seeds)")
+    p.add_argument("--out", help="output directory (default results/<scenario>; with --report: results)")
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+                   help="device of the policy network (default cpu; auto = cuda when available)")
+    p.add_argument("--workers", type=int, default=default_workers(),
+                   help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
+    p.add_argument("--report", action="store_true",
+                   help="run every scenario with checkpoints/<scenario>.pt when present; write <out>/REPORT.md")
+    p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                   help="with --report: where <scenario>.pt checkpoints are looked up (default checkpoints/)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="scenario overrides")
+    return p
+
+
+def _device(name: str) -> str:
+    from envs.config import ConfigError
+
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is available")
+    return "cuda"
+
+
+def _seeds(args: argparse.Namespace) -> list[int]:
+    from agents.train_config import TRAIN_SEED_MIN
+    from envs.config import ConfigError
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seed_offset < 0:
+        raise ConfigError(f"--seed-offset must be >= 0, got {args.seed_offset}")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    seeds = list(range(args.seed_offset, args.seed_offset + args.seeds))
+    if seeds[-1] >= TRAIN_SEED_MIN:
+        print(f"warning: seeds reach {seeds[-1]} >= {TRAIN_SEED_MIN}: they may overlap training workloads",
+              file=sys.stderr)
+    return seeds
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute the parsed command; raises ConfigError on bad input."""
+    from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
+    from envs.config import ConfigError, load_scenario
+
+    seeds = _seeds(args)
+    device = _device(args.device) if (args.checkpoint or args.report) else "cpu"
+    progress = not args.quiet
+    if args.report:
+        from agents.evaluation.report import CHECKPOINT_DIR, run_report
+
+        if args.checkpoint:
+            raise ConfigError("--report uses checkpoints/<scenario>.pt; do not combine it with --checkpoint")
+        names = [s.strip() for s in args.scenario.split(",") if s.strip()] if args.scenario else None
+        path = run_report(names, seeds, Path(args.out or "results"), selection=args.schedulers,
+                          overrides=args.overrides, workers=args.workers, device=device, progress=progress,
+                          checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
+                          command=getattr(args, "command", ""))
+        print(f"wrote {path}", file=sys.stderr)
+        return 0
+    if args.checkpoint_dir:
+        raise ConfigError("--checkpoint-dir only applies to --report; use --checkpoint PATH")
+    if not args.scenario:
+        raise ConfigError("--scenario is required (or --report); e.g. --scenario synthetic-3")
+    cfg = load_scenario(args.scenario, args.overrides).for_evaluation()
+    from envs.progress import build_progress_functions
+
+    build_progress_functions(cfg)  # a missing trace file is bad input: fail before any run
+    specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg)
+    out = Path(args.out or Path("results") / cfg.name)
+    run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
+                                      progress=progress, extra={"overrides": list(args.overrides)})
+    print(format_table(summary, run_), flush=True)
+    print(f"wrote {out}/: summary.json tasks.csv run.json scenario.yaml jct_cdf.png tasks_in_system.png "
+          "utilisation.png mean_jct.png", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.command = "python evaluate.py " + shlex.join(argv)
+    from envs.config import ConfigError
+    from envs.trace_fit import TraceError
+
+    try:
+        return run(args)
+    except (ConfigError, TraceError) as exc:  # bad input: scenario, scheduler, checkpoint, trace file
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evaluate.py: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - anything else is a bug: show where
+        traceback.print_exc()
+        print("evaluate.py: internal error (the traceback above)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

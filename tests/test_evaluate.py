@@ -1,0 +1,294 @@
+"""evaluate.py: outputs agree with each other, runs are reproducible, errors exit 2 cleanly.
+
+The main fixture evaluates every available baseline on a tiny synthetic-3 workload (12 tasks,
+3 seeds) twice: once through the CLI in a subprocess with 2 worker processes, once in-process
+with 1 worker. Apart from the timing field ``decision_ms``, the two output directories must be
+identical byte for byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.evaluation import TIMING_FIELDS, t_interval
+from envs.bound import fastest_durations
+from envs.config import load_scenario
+from envs.core import Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["num_tasks=12"]
+SEEDS = 3
+OFFSET = 100_000
+PLOTS = ("jct_cdf.png", "tasks_in_system.png", "utilisation.png", "mean_jct.png")
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--quiet", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def evaluate_main():
+    spec = importlib.util.spec_from_file_location("evaluate_cli", ROOT / "evaluate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """Two evaluations of the same seeds: CLI with 2 workers (a) and in-process with 1 (b)."""
+    a = tmp_path_factory.mktemp("eval_a")
+    b = tmp_path_factory.mktemp("eval_b")
+    common = ["--scenario", "synthetic-3", "--schedulers", "all", "--seeds", str(SEEDS)]
+    proc = cli(*common, "--workers", "2", "--out", str(a), *TINY)
+    assert proc.returncode == 0, proc.stderr
+    assert evaluate_main()([*common, "--workers", "1", "--out", str(b), "--quiet", *TINY]) == 0
+    return a, b, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_scenario("synthetic-3", TINY).for_evaluation()
+
+
+# ------------------------------------------------------------------------ statistics
+def test_t_interval_known_sample():
+    # sample 1..5: mean 3, s = sqrt(2.5), t(0.975, 4) = 2.776445105; half = t * s / sqrt(5) = 1.963243
+    lo, hi = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert lo == pytest.approx(3 - 1.963243, abs=1e-5)
+    assert hi == pytest.approx(3 + 1.963243, abs=1e-5)
+    # two points 4, 6: s = sqrt(2), t(0.975, 1) = 12.7062047; half = 12.7062047 * sqrt(2) / sqrt(2)
+    assert t_interval([4.0, 6.0]) == pytest.approx((5 - 12.7062047, 5 + 12.7062047), abs=1e-5)
+    assert t_interval([7.0]) == (None, None)
+    assert t_interval([3.0, 3.0, 3.0]) == (3.0, 3.0)
+
+
+def test_checkpoint_names():
+    from agents.evaluation.runner import POLICY_PATTERN, policy_names
+
+    names = policy_names(["tapfinger", "no-han", "tapfinger", "tapfinger"])
+    assert names == ["tapfinger", "no-han", "tapfinger-2", "tapfinger-3"]
+    assert all(POLICY_PATTERN.fullmatch(n) for n in names)
+    assert not POLICY_PATTERN.fullmatch("optimus")
+
+
+# ------------------------------------------------------------------------ files
+def test_summary_schema_and_table(outputs):
+    a, _, stdout = outputs
+    summary = json.loads((a / "summary.json").read_text())
+    from agents.baselines import available_schedulers
+
+    assert set(summary) == {"scenario", "seeds", "schedulers", "bound"}  # no checkpoint: no reduction
+    assert summary["scenario"] == "synthetic-3"
+    assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))
+    assert list(summary["schedulers"]) == available_schedulers()
+    keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system", "cpu_util", "gpu_util",
+            "decision_ms"}
+    for name, s in summary["schedulers"].items():
+        assert set(s) == keys, name
+        assert s["ci95"][0] <= s["ci95"][1]
+        assert 0.0 <= s["cpu_util"] <= 1.0 and 0.0 <= s["gpu_util"] <= 1.0
+        assert s["decision_ms"] >= 0.0
+        assert summary["bound"]["mean_jct"] <= s["mean_jct"], name  # nobody beats the bound
+        assert name in stdout
+    # the printed table: best first, the bound on top
+    order = [line.split()[0] for line in stdout.splitlines()[2:] if line.strip()]
+    means = {n: s["mean_jct"] for n, s in summary["schedulers"].items()}
+    assert order[0] == "bound"
+    assert order[1:] == sorted(means, key=means.get)
+
+
+def test_every_scheduler_has_every_task_on_the_same_workload(outputs, cfg):
+    a, _, _ = outputs
+    rows = read_rows(a / "tasks.csv")
+    assert list(rows[0]) == ["scheduler", "seed", "task_id", "type", "arrival", "start", "finish", "jct",
+                             "cluster", "cpu", "gpu"]
+    summary = json.loads((a / "summary.json").read_text())
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["scheduler"], int(r["seed"]))].append(r)
+    names = list(summary["schedulers"])
+    assert set(by) == {(n, s) for n in names for s in summary["seeds"]}
+    types = {t.name for t in cfg.task_types}
+    for seed in summary["seeds"]:
+        reference = None
+        for n in names:
+            rs = by[(n, seed)]
+            assert [int(r["task_id"]) for r in rs] == list(range(cfg.num_tasks))
+            workload = [(r["arrival"], r["type"]) for r in rs]
+            assert reference is None or workload == reference, f"{n} saw another workload on seed {seed}"
+            reference = workload
+            for r in rs:
+                assert r["type"] in types
+                assert int(r["finish"]) - int(r["arrival"]) == int(r["jct"]) >= 1
+                assert int(r["arrival"]) <= int(r["start"]) < int(r["finish"])
+                assert 0 <= int(r["cluster"]) < cfg.num_clusters
+                lo = next(t.min_req for t in cfg.task_types if t.name == r["type"])
+                if not json.loads((a / "run.json").read_text())["schedulers"][n]["preemptive"]:
+                    assert int(r["cpu"]) >= lo[0] and int(r["gpu"]) >= lo[1]
+
+
+def test_summary_agrees_with_tasks_csv(outputs, cfg):
+    a, _, _ = outputs
+    summary = json.loads((a / "summary.json").read_text())
+    rows = read_rows(a / "tasks.csv")
+    caps = np.array(cfg.capacities, dtype=float).sum(axis=0)
+    for name, s in summary["schedulers"].items():
+        mine = [r for r in rows if r["scheduler"] == name]
+        jct = np.array([float(r["jct"]) for r in mine])
+        assert s["mean_jct"] == pytest.approx(jct.mean(), rel=1e-12)
+        assert s["median_jct"] == pytest.approx(np.median(jct), rel=1e-12)
+        assert s["p90_jct"] == pytest.approx(np.percentile(jct, 90), rel=1e-12)
+        per_seed = [np.mean([float(r["jct"]) for r in mine if int(r["seed"]) == seed]) for seed in summary["seeds"]]
+        k = len(per_seed)
+        half = 4.302653 * np.std(per_seed, ddof=1) / math.sqrt(k)  # t(0.975, 2) = 4.302653: three seeds
+        assert s["ci95"] == pytest.approx([np.mean(per_seed) - half, np.mean(per_seed) + half], abs=1e-5)
+        # every episode ends with its last completion: steps = latest finish per seed
+        steps = sum(max(int(r["finish"]) for r in mine if int(r["seed"]) == seed) for seed in summary["seeds"])
+        # Little's law on whole episodes: sum over steps of tasks in system = sum of JCTs
+        assert s["mean_tasks_in_system"] == pytest.approx(jct.sum() / steps, rel=1e-12)
+        # utilisation: CPU-steps allocated = sum over tasks of allocation x running steps
+        span = np.array([int(r["finish"]) - int(r["start"]) for r in mine], dtype=float)
+        cpu = np.array([float(r["cpu"]) for r in mine]) @ span
+        gpu = np.array([float(r["gpu"]) for r in mine]) @ span
+        assert s["cpu_util"] == pytest.approx(cpu / (steps * caps[0]), rel=1e-5)
+        assert s["gpu_util"] == pytest.approx(gpu / (steps * caps[1]), rel=1e-5)
+    sim = Simulator(cfg, summary["seeds"][0])
+    fastest = []
+    for seed in summary["seeds"]:
+        sim.reset(seed)
+        fastest.append(fastest_durations(sim))
+    assert summary["bound"]["mean_jct"] == pytest.approx(np.concatenate(fastest).mean(), rel=1e-12)
+
+
+def test_runs_are_identical_apart_from_timings(outputs):
+    a, b, _ = outputs
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    assert {"summary.json", "tasks.csv", "run.json", "scenario.yaml", *PLOTS} <= set(names)
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    for doc in (sa, sb):
+        for s in doc["schedulers"].values():
+            for key in TIMING_FIELDS:
+                s.pop(key)
+    assert sa == sb
+    for name in ("tasks.csv", "run.json", "scenario.yaml", *PLOTS):  # no timing is plotted
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_plots_written(outputs):
+    a, _, _ = outputs
+    for name in PLOTS:
+        data = (a / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert len(data) > 10_000, name  # a real figure, not an empty canvas
+
+
+# ------------------------------------------------------------------------ errors
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--scenario", "synthetic-3", "--schedulers", "min,nosuch"], "valid: random, min"),
+        (["--scenario", "nosuch-scenario"], "unknown scenario"),
+        (["--scenario", "testbed-3", "trace.params=/nonexistent/fit.json"], "/nonexistent/fit.json"),
+        (["--scenario", "synthetic-3", "--schedulers", "tapfinger"], "needs a policy checkpoint"),
+        (["--scenario", "synthetic-3", "--seeds", "0"], "--seeds"),
+        (["--scenario", "synthetic-3", "nosuchkey=1"], "nosuchkey"),
+    ],
+)
+def test_bad_input_exits_2(tmp_path, args, message):
+    proc = cli(*args, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_corrupt_checkpoint_exits_2(tmp_path):
+    bad = tmp_path / "corrupt.pt"
+    bad.write_bytes(b"this is not a torch checkpoint")
+    proc = cli("--scenario", "synthetic-3", "--checkpoint", str(bad), "--out", str(tmp_path / "out"), *TINY)
+    assert proc.returncode == 2, proc.stderr
+    assert "corrupt.pt" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------ with a policy
+def _tiny_checkpoint(path: Path, scenario: str) -> Path:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("agents.tapfinger")
+    from agents.policy import PolicyConfig, TapFingerPolicy, save_policy_checkpoint
+    from envs.observation import ObservationSpec
+
+    cfg = load_scenario(scenario)
+    torch.manual_seed(0)
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16, han_layers=1, heads=2,
+                                                                             pointer_heads=2, pointer_ffn=32))
+    return save_policy_checkpoint(path, policy, cfg)
+
+
+def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
+    ckpt = _tiny_checkpoint(tmp_path / "tiny.pt", "synthetic-3")
+    out, again = tmp_path / "out", tmp_path / "again"
+    for d in (out, again):
+        code = evaluate_main()(["--scenario", "synthetic-3", "--checkpoint", str(ckpt), "--schedulers", "min,random",
+                                "--seeds", "2", "--workers", "1", "--out", str(d), "--quiet", *TINY])
+        assert code == 0
+    assert (out / "tasks.csv").read_bytes() == (again / "tasks.csv").read_bytes()  # the policy is deterministic
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["schedulers"]) == ["min", "random", "tapfinger"]
+    tap = summary["schedulers"]["tapfinger"]["mean_jct"]
+    assert set(summary["reduction"]) == {"min", "random"}
+    for name, red in summary["reduction"].items():
+        assert red == pytest.approx(1 - tap / summary["schedulers"][name]["mean_jct"], rel=1e-12)
+    rows = [r for r in read_rows(out / "tasks.csv") if r["scheduler"] == "tapfinger"]
+    assert len(rows) == 2 * 12 and all(r["jct"] for r in rows)
+    assert "tap. gain" in capsys.readouterr().out
+
+
+def test_checkpoint_of_another_scenario_exits_2(tmp_path):
+    ckpt = _tiny_checkpoint(tmp_path / "testbed.pt", "testbed-3")  # 3 task types vs synthetic's 2
+    proc = cli("--scenario", "synthetic-3", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out"), *TINY)
+    assert proc.returncode == 2, proc.stderr
+    assert "incompatible" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------ report
+def test_report_puts_paper_numbers_next_to_ours(tmp_path):
+    ckdir = tmp_path / "checkpoints"
+    _tiny_checkpoint(ckdir / "synthetic-3.pt", "synthetic-3")
+    out = tmp_path / "results"
+    code = evaluate_main()(["--report", "--scenario", "synthetic-3,multi-3", "--schedulers", "min,optimus",
+                            "--seeds", "2", "--workers", "1", "--checkpoint-dir", str(ckdir), "--out", str(out),
+                            "--quiet", *TINY])
+    assert code == 0
+    text = (out / "REPORT.md").read_text()
+    syn = json.loads((out / "synthetic-3" / "summary.json").read_text())
+    multi = json.loads((out / "multi-3" / "summary.json").read_text())
+    assert "## synthetic-3 (paper: `synthetic`" in text and "## multi-3 (paper: `multiple-gamma=1`" in text
+    assert "tapfinger" in syn["schedulers"] and "tapfinger" not in multi["schedulers"]
+    section = text[text.index("## synthetic-3"):text.index("## multi-3")]
+    tap = syn["schedulers"]["tapfinger"]
+    for name in ("min", "optimus", "tapfinger"):
+        assert f"| {name} | {syn['schedulers'][name]['mean_jct']:.2f} |" in section
+    assert "| tapfinger | %.2f | [%.2f, %.2f] | 6.42 |" % (tap["mean_jct"], *tap["ci95"]) in section
+    assert "| 12.74 |" in section and "| 8.56 |" in section  # the paper's Min and Optimus mean JCTs
+    opt = syn["schedulers"]["optimus"]
+    ours = "%.1f%% / %.1f%%" % (100 * syn["reduction"]["optimus"], 100 * (1 - tap["median_jct"] / opt["median_jct"]))
+    assert f"| optimus | {ours} | 25.1% / 28.6% |" in section  # ours next to the paper's reduction
+    multi_section = text[text.index("## multi-3"):]
+    assert "No shipped checkpoint" in multi_section and "| TapFinger (paper only) | – | – | 4.29 |" in multi_section
