@@ -25,7 +25,7 @@ from typing import Mapping
 import numpy as np
 
 from .config import ScenarioConfig
-from .progress import DONE_THRESHOLD, ProgressFunction, build_progress_functions, fastest_steps
+from .progress import DONE_THRESHOLD, ProgressFunction, ProgressTable, build_progress_functions, fastest_steps
 from .workload import Workload, generate_workload, rng_streams
 
 # task status codes
@@ -54,6 +54,7 @@ class Simulator:
         self.min_req = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
         self.max_alloc = np.array(cfg.per_task_max, dtype=np.int64)  # (2,)
         self.single = cfg.mode == "single"
+        self._table = ProgressTable.build(self.functions, cfg.alloc_dims)  # None: per-type fallback
         self._min_req_list = self.min_req.tolist()
         self._max_alloc_list = self.max_alloc.tolist()
         self._fastest: np.ndarray | None = None
@@ -276,7 +277,9 @@ class Simulator:
         alloc = self.alloc[ids]
         c, g = alloc[:, 0], alloc[:, 1]
         p = self.progress[ids]
-        if len(self.functions) == 1:
+        if self._table is not None:
+            gain = self._table.delta(types, c, g, p)
+        elif len(self.functions) == 1:
             gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
         else:
             gain = np.zeros(ids.size)

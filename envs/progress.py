@@ -36,6 +36,12 @@ class ConstantProgress:
     def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
         return np.full(progress.shape, self.rate)
 
+    def sqrt_form(self, dims: tuple[int, int]) -> tuple[np.ndarray, float, np.ndarray]:
+        return np.zeros(dims), 1.0, np.full(dims, self.rate)
+
+    def power_form(self, dims: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        return np.full(dims, self.rate), np.zeros(dims), True, np.ones(dims, dtype=bool)
+
 
 class TanhProgress:
     """Resource-sensitive synthetic task: ``tanh(g / scale) * sqrt(offset - p)``; CPU-blind.
@@ -50,6 +56,53 @@ class TanhProgress:
 
     def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
         return np.tanh(gpu / self.scale) * np.sqrt(np.maximum(self.offset - progress, 0.0))
+
+    def sqrt_form(self, dims: tuple[int, int]) -> tuple[np.ndarray, float, np.ndarray]:
+        w = np.broadcast_to(np.tanh(np.arange(dims[1]) / self.scale), dims).copy()
+        return w, self.offset, np.zeros(dims)
+
+
+class ProgressTable:
+    """Every task type of a scenario as lookup tables of one closed form (the simulator's fast path).
+
+    ``sqrt``:  ``gain = W[k, c, g] * sqrt(max(O[k] - p, 0)) + B[k, c, g]`` (constant, tanh);
+    ``power``: ``gain = A * ((p / A)**(1 / E) + 1)**E - R[k] * p`` (test-bed power law; ``R = 0``
+    for the legacy absolute variant) and exactly ``gain = A`` where ``E = 0`` (constant and
+    constant-rate gains), 0 where the table says the allocation cannot run. One gather evaluates all running tasks, whatever their types.
+    A function joins a form by providing ``sqrt_form(dims)`` or ``power_form(dims)`` over the
+    full allocation grid ``dims = (per_task_max_cpu + 1, per_task_max_gpu + 1)``.
+    """
+
+    def __init__(self, form: str, tables: dict[str, np.ndarray]) -> None:
+        self.form = form
+        self.t = tables
+
+    @classmethod
+    def build(cls, functions: list[ProgressFunction], dims: tuple[int, int]) -> "ProgressTable | None":
+        """The table for these functions, or None if they share no closed form."""
+        if all(hasattr(f, "sqrt_form") for f in functions):
+            w, o, b = zip(*(f.sqrt_form(dims) for f in functions))
+            return cls("sqrt", {"W": np.stack(w), "O": np.array(o, dtype=float), "B": np.stack(b)})
+        if all(hasattr(f, "power_form") for f in functions):
+            a, e, rel, ok = zip(*(f.power_form(dims) for f in functions))
+            a = np.where(np.stack(ok), np.stack(a), 1.0)  # placeholder where it cannot run
+            return cls("power", {"A": a, "E": np.stack(e), "R": np.array(rel, dtype=float), "OK": np.stack(ok)})
+        return None
+
+    def delta(self, types: np.ndarray, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
+        """Gain of each task given its type index, allocation and progress."""
+        t = self.t
+        if self.form == "sqrt":
+            return t["W"][types, cpu, gpu] * np.sqrt(np.maximum(t["O"][types] - progress, 0.0)) + t["B"][types, cpu, gpu]
+        a = t["A"][types, cpu, gpu]
+        e = t["E"][types, cpu, gpu]
+        const = e == 0.0
+        if const.all():
+            gain = a
+        else:
+            e = np.where(const, 1.0, e)
+            gain = np.where(const, a, a * ((progress / a) ** (1.0 / e) + 1.0) ** e - t["R"][types] * progress)
+        return np.where(t["OK"][types, cpu, gpu], gain, 0.0)
 
 
 def build_progress_functions(cfg: ScenarioConfig) -> list[ProgressFunction]:

@@ -375,6 +375,11 @@ class PowerLawProgress:
         gain = nxt if self.absolute else nxt - p
         return np.where(ok, gain, 0.0)
 
+    def power_form(self, dims: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        c, g = np.meshgrid(np.arange(dims[0]), np.arange(dims[1]), indexing="ij")
+        ci, gi, ok = _cell_index(c, g, self.a.shape)
+        return self.a[ci, gi], self.b[ci, gi], not self.absolute, ok
+
     def __repr__(self) -> str:
         return f"PowerLawProgress(shape={self.a.shape}, absolute={self.absolute})"
 
@@ -390,6 +395,11 @@ class ConstantRateProgress:
     def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
         ci, gi, ok = _cell_index(cpu, gpu, self.rate.shape)
         return np.where(ok, self.rate[ci, gi], 0.0)
+
+    def power_form(self, dims: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        c, g = np.meshgrid(np.arange(dims[0]), np.arange(dims[1]), indexing="ij")
+        ci, gi, ok = _cell_index(c, g, self.rate.shape)
+        return self.rate[ci, gi], np.zeros(dims), True, ok
 
     def __repr__(self) -> str:
         return f"ConstantRateProgress(shape={self.rate.shape})"

@@ -101,3 +101,43 @@ def test_missing_trace_task_is_a_config_error() -> None:
     cfg = load_scenario("testbed-3", {"task_types.2.progress": {"kind": "trace", "task": "video"}})
     with pytest.raises(ConfigError, match="'video' is not in the fitted table"):
         build_progress_functions(cfg)
+
+
+@pytest.mark.parametrize(
+    "scenario, overrides",
+    [
+        ("synthetic-3", []),
+        ("sjf-3", []),
+        ("testbed-3", ["trace.mode=powerlaw"]),
+        ("testbed-3", ["trace.mode=legacy"]),
+        ("testbed-3", ["trace.mode=constant_rate"]),
+    ],
+)
+def test_progress_table_fast_path_equals_each_function(scenario, overrides):
+    """The simulator's one-gather table gives exactly each progress function's own gain."""
+    from envs.progress import ProgressTable
+
+    cfg = load_scenario(scenario, overrides)
+    fns = build_progress_functions(cfg)
+    table = ProgressTable.build(fns, cfg.alloc_dims)
+    assert table is not None
+    rng = np.random.default_rng(7)
+    c1, g1 = cfg.alloc_dims
+    n = 4000
+    types = rng.integers(0, len(fns), n)
+    cpu, gpu = rng.integers(0, c1, n), rng.integers(0, g1, n)
+    progress = np.where(rng.random(n) < 0.2, 0.0, rng.random(n))
+    got = table.delta(types, cpu, gpu, progress)
+    for k, fn in enumerate(fns):
+        m = types == k
+        np.testing.assert_array_equal(got[m], np.asarray(fn.delta(cpu[m], gpu[m], progress[m]), dtype=float))
+
+
+def test_progress_table_is_none_without_a_shared_form():
+    from envs.progress import ProgressTable
+
+    class Opaque:
+        def delta(self, cpu, gpu, progress):
+            return np.ones_like(progress)
+
+    assert ProgressTable.build([ConstantProgress(2), Opaque()], (3, 3)) is None
