@@ -32,9 +32,15 @@ from .workload import Workload, generate_workload, rng_streams
 NOT_ARRIVED, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
 
-def _is_int(value: object) -> bool:
-    """A Python or numpy integer (booleans excluded)."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+_INTEGER = (int, np.integer)
+
+
+def _all_int(*values: object) -> bool:
+    """All are Python or numpy integers (booleans excluded)."""
+    for v in values:
+        if not isinstance(v, _INTEGER) or isinstance(v, bool):
+            return False
+    return True
 
 
 class Simulator:
@@ -157,7 +163,7 @@ class Simulator:
 
     def can_place(self, cluster: int, task: int, cpu: int, gpu: int) -> str:
         """Empty string if :meth:`place` would accept the request, else the reason."""
-        if not all(_is_int(v) for v in (cluster, task, cpu, gpu)):
+        if not _all_int(cluster, task, cpu, gpu):
             return f"cluster, task and allocation must be integers, got {(cluster, task, cpu, gpu)!r}"
         if not 0 <= cluster < self.num_clusters:
             return f"cluster {cluster} out of range"
@@ -187,6 +193,11 @@ class Simulator:
             self.invalid += 1
             self.last_error = reason
             return False
+        self.commit_placement(cluster, task, cpu, gpu)
+        return True
+
+    def commit_placement(self, cluster: int, task: int, cpu: int, gpu: int) -> None:
+        """:meth:`place` without the checks, for callers that validated the request themselves."""
         self.status[task] = RUNNING
         self.cluster[task] = cluster
         self.start[task] = self.t
@@ -207,7 +218,6 @@ class Simulator:
         self.run_slots[cluster, slots.index(-1)] = task
         self.placed_this_step[cluster] = True
         self.placements += 1
-        return True
 
     def set_allocations(self, cluster: int, allocations: Mapping[int, tuple[int, int]]) -> bool:
         """Re-size (or pause with (0, 0)) running tasks of one cluster, all or nothing.

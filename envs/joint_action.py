@@ -115,12 +115,11 @@ def apply_joint_action(sim: Any, action: Any) -> StepReport:
         ):
             invalid += 1
             continue
-        if sim.place(i, task, cpu, gpu):
-            placed_mask[i] = True
-            placed_tasks.append(task)
-        else:  # refused for a reason not checked above; the simulator already counted it
-            invalid += 1
-            sim.invalid -= 1
+        # every condition of Simulator.can_place holds: the task was in this cluster's pending
+        # set when the step began, is not placed by a lower-index agent, and fits (checked above)
+        sim.commit_placement(i, task, cpu, gpu)
+        placed_mask[i] = True
+        placed_tasks.append(task)
     sim.conflicts += conflicts
     sim.invalid += invalid
     placed = len(placed_tasks)
