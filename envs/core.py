@@ -61,6 +61,10 @@ class Simulator:
         self.max_alloc = np.array(cfg.per_task_max, dtype=np.int64)  # (2,)
         self.single = cfg.mode == "single"
         self._table = ProgressTable.build(self.functions, cfg.alloc_dims)  # None: per-type fallback
+        c1, g1 = cfg.alloc_dims  # _runnable[type, c, g]: the allocation meets the type's minimum
+        self._runnable = (np.arange(c1)[None, :, None] >= self.min_req[:, None, None, 0]) & (
+            np.arange(g1)[None, None, :] >= self.min_req[:, None, None, 1]
+        )
         self._min_req_list = self.min_req.tolist()
         self._max_alloc_list = self.max_alloc.tolist()
         self._fastest: np.ndarray | None = None
@@ -289,16 +293,18 @@ class Simulator:
         p = self.progress[ids]
         if self._table is not None:
             gain = self._table.delta(types, c, g, p)
-        elif len(self.functions) == 1:
-            gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
+            ok = self._runnable[types, c, g]
         else:
-            gain = np.zeros(ids.size)
-            for k, fn in enumerate(self.functions):
-                m = types == k
-                if m.any():
-                    gain[m] = fn.delta(c[m], g[m], p[m])
-        mins = self.min_req[types]
-        ok = (c >= mins[:, 0]) & (g >= mins[:, 1])
+            if len(self.functions) == 1:
+                gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
+            else:
+                gain = np.zeros(ids.size)
+                for k, fn in enumerate(self.functions):
+                    m = types == k
+                    if m.any():
+                        gain[m] = fn.delta(c[m], g[m], p[m])
+            mins = self.min_req[types]
+            ok = (c >= mins[:, 0]) & (g >= mins[:, 1])
         gain = np.maximum(gain, 0.0)
         all_ok = bool(ok.all())
         if not all_ok:  # paused / below-minimum tasks make no progress
