@@ -1,0 +1,382 @@
+"""Multi-agent PPO for the joint "super-agent" env, as a subclass of tianshou's :class:`PPO`.
+
+The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)``: per cluster
+``[slot, allocation, lost flag]`` (ecosystem.md Appendix A2). This module adapts the
+:class:`~agents.policy.TapFingerPolicy` network to tianshou and changes what PPO optimises:
+
+* :class:`JointActorPolicy` -- the tianshou ``Policy``: samples the joint action (Bayes
+  conflict resolution included) with ``TapFingerPolicy.act``; deterministic outside training
+  steps (evaluation, with its own seeded generator for conflict ties). It runs without
+  gradients and stores the behaviour log-probabilities in the buffer (``policy.logp``) as a
+  consistency diagnostic.
+* :class:`ActorAdapter` / :class:`CriticAdapter` -- thin ``nn.Module`` views of the same
+  network, so tianshou's ``ActorCritic`` optimiser sees every parameter exactly once.
+* :class:`MultiAgentPPO` -- keeps everything per agent:
+
+  - GAE per agent on ``info["agent_rewards"]`` (B, N) with the centralised critic's
+    per-agent values (tianshou's ``compute_episodic_return`` per column);
+  - ``logp_old`` / entropy / skip flags per agent from ``evaluate_actions`` on the STORED
+    observations and actions (the paper's eqs. 12-14: a conflict loser keeps only its task
+    selection term, a skipped agent contributes nothing);
+  - per-agent clipped ratios; the surrogate and entropy are averaged over non-skipped
+    (sample, agent) entries; the value loss over all of them;
+  - diagnostics: approx KL, clip fraction, explained variance, behaviour/recomputed
+    log-prob mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+
+from tianshou.algorithm import PPO
+from tianshou.algorithm.algorithm_base import TrainingStats
+from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+from tianshou.algorithm.optim import OptimizerFactory
+from tianshou.data import Batch, ReplayBuffer, to_torch
+
+#: observation keys the network reads (the observation contract)
+OBS_KEYS = (
+    "pending_x", "pending_mask", "pending_where", "pending_min", "alloc_high", "feasible",
+    "running_x", "running_mask", "cluster_x",
+)
+
+
+def obs_to_torch(obs: Any, device: torch.device | str) -> dict[str, torch.Tensor]:
+    """A tianshou ``Batch`` (or dict) of observation arrays -> dict of tensors on ``device``."""
+    out = {}
+    for key in OBS_KEYS:
+        value = obs[key]
+        out[key] = value.to(device) if isinstance(value, torch.Tensor) else torch.as_tensor(value, device=device)
+    return out
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """Device of a module's first parameter (CPU for a parameterless module)."""
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+class ActorAdapter(nn.Module):
+    """The actor view of the network: ``forward(obs) -> (act output, state)``."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[Any, Any]:
+        return self.net.act(obs_to_torch(obs, module_device(self.net))), state
+
+
+class CriticAdapter(nn.Module):
+    """The critic view of the network: ``forward(obs) -> (B, N)`` per-agent values."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.net.value(obs_to_torch(obs, module_device(self.net)))
+
+
+def _no_distribution(_: Any) -> None:  # pragma: no cover - JointActorPolicy.forward never calls it
+    raise RuntimeError("JointActorPolicy samples through TapFingerPolicy.act, not a torch distribution")
+
+
+class JointActorPolicy(ProbabilisticActorPolicy):
+    """tianshou policy over the joint action of all agents (see the module docstring)."""
+
+    def __init__(
+        self,
+        net: nn.Module,
+        action_space: Any,
+        observation_space: Any = None,
+        deterministic_eval: bool = True,
+    ) -> None:
+        super().__init__(
+            actor=ActorAdapter(net),
+            dist_fn=_no_distribution,
+            deterministic_eval=deterministic_eval,
+            action_space=action_space,
+            observation_space=observation_space,
+            action_scaling=False,
+            action_bound_method=None,
+        )
+        self.eval_generator: torch.Generator | None = None
+
+    @property
+    def net(self) -> nn.Module:
+        return self.actor.net
+
+    def reset_eval_generator(self, seed: int) -> None:
+        """Seed the generator used outside training steps (conflict tie-breaks of the
+        deterministic policy), so an evaluation does not depend on the training RNG state."""
+        self.eval_generator = torch.Generator(device=module_device(self.net))
+        self.eval_generator.manual_seed(int(seed))
+
+    def forward(self, batch: Any, state: Any = None) -> Batch:  # type: ignore[override]
+        evaluating = not self.is_within_training_step
+        deterministic = self.deterministic_eval and evaluating
+        with torch.no_grad():
+            obs = obs_to_torch(batch.obs, module_device(self.net))
+            out = self.net.act(obs, deterministic=deterministic, generator=self.eval_generator if evaluating else None)
+        return Batch(
+            act=out.action.cpu().numpy(),
+            state=state,
+            dist=None,
+            policy=Batch(logp=out.log_prob.float().cpu().numpy()),
+        )
+
+
+@dataclass(kw_only=True)
+class MAPPOTrainingStats(TrainingStats):
+    """Means over the gradient steps of one update (logged under ``update/``)."""
+
+    loss: float
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
+    explained_variance: float
+    grad_norm: float  # total gradient norm before clipping
+    logp_mismatch: float  # mean |behaviour log-prob - recomputed log-prob| (0 when consistent)
+    active_fraction: float  # share of (sample, agent) entries that are not skipped
+    gradient_steps: int
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1.0)
+
+
+class MultiAgentPPO(PPO):
+    """tianshou PPO with per-agent GAE, per-agent ratios and the paper's masked loss."""
+
+    class Optimizer(PPO.Optimizer):
+        """tianshou's optimizer wrapper that also records the gradient norm before clipping."""
+
+        last_grad_norm: float = float("nan")
+
+        def step(self, loss: torch.Tensor, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+            self._optim.zero_grad()
+            loss.backward(retain_graph=retain_graph, create_graph=create_graph)
+            max_norm = self._max_grad_norm if self._max_grad_norm is not None else float("inf")
+            self.last_grad_norm = float(nn.utils.clip_grad_norm_(self._module.parameters(), max_norm=max_norm))
+            self._optim.step()
+
+    def __init__(
+        self,
+        *,
+        policy: JointActorPolicy,
+        optim: OptimizerFactory,
+        eps_clip: float = 0.2,
+        value_clip: bool = False,
+        advantage_normalization: bool = True,
+        vf_coef: float = 0.5,
+        ent_coef: float = 0.01,
+        max_grad_norm: float | None = None,
+        gae_lambda: float = 0.95,
+        max_batchsize: int = 1024,
+        gamma: float = 0.99,
+        return_scaling: bool = False,
+    ) -> None:
+        super().__init__(
+            policy=policy,
+            critic=CriticAdapter(policy.net),
+            optim=optim,
+            eps_clip=eps_clip,
+            dual_clip=None,
+            value_clip=value_clip,
+            advantage_normalization=advantage_normalization,
+            recompute_advantage=False,
+            vf_coef=vf_coef,
+            ent_coef=ent_coef,
+            max_grad_norm=max_grad_norm,
+            gae_lambda=gae_lambda,
+            max_batchsize=max_batchsize,
+            gamma=gamma,
+            return_scaling=return_scaling,
+        )
+        self.gradient_steps = 0  # total minibatch steps (checkpointed)
+        self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
+        self._pre_stats: dict[str, float] = {}
+
+    @property
+    def net(self) -> nn.Module:
+        return cast(JointActorPolicy, self.policy).net
+
+    @property
+    def device(self) -> torch.device:
+        return module_device(self.net)
+
+    # ------------------------------------------------------------------ network calls
+    def _evaluate(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(log_prob, entropy, skip, value)`` per agent, one encoder pass when the net offers it."""
+        if hasattr(self.net, "evaluate"):
+            return self.net.evaluate(obs, act)
+        logp, entropy, skip = self.net.evaluate_actions(obs, act)
+        return logp, entropy, skip, self.net.value(obs)
+
+    def _values(self, obs: Batch) -> torch.Tensor:
+        out = []
+        with torch.no_grad():
+            for chunk in obs.split(self.max_batchsize, shuffle=False, merge_last=True):
+                out.append(self.net.value(obs_to_torch(chunk, self.device)).float())
+        return torch.cat(out, dim=0)
+
+    # ------------------------------------------------------------------ returns
+    def _add_returns_and_advantages(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray) -> Any:
+        """Per-agent GAE: ``batch.v_s``, ``batch.returns``, ``batch.adv`` all ``(B, N)`` tensors.
+
+        Uses ``batch.v_s`` when :meth:`_preprocess_batch` already computed it.
+        """
+        v_s = batch.v_s if "v_s" in batch else self._values(batch.obs)
+        v_next = self._values(batch.obs_next)
+        v_s_np = v_s.cpu().numpy().astype(np.float64)
+        v_next_np = v_next.cpu().numpy().astype(np.float64)
+        rew = np.asarray(batch.info.agent_rewards, dtype=np.float64)
+        if rew.ndim != 2 or rew.shape != v_s_np.shape:
+            raise ValueError(
+                f"info['agent_rewards'] has shape {rew.shape}, critic values have {v_s_np.shape}"
+            )
+        if self.return_scaling and self.ret_rms.count == 0:
+            # first batch: start the running statistics from Monte-Carlo returns of this batch
+            # (tianshou's start, std 1, makes the first value loss huge for returns ~ -1000)
+            mc, _ = self._gae_columns(batch, buffer, indices, rew, np.zeros_like(rew), np.zeros_like(rew), 1.0)
+            self.ret_rms.update(mc.reshape(-1))
+        scale = float(np.sqrt(self.ret_rms.var + self._eps)) if self.return_scaling else 1.0
+        v_s_np *= scale
+        v_next_np *= scale
+        returns, adv = self._gae_columns(batch, buffer, indices, rew, v_s_np, v_next_np, self.gae_lambda)
+        if self.return_scaling:
+            scaled = returns / scale
+            self.ret_rms.update(returns.reshape(-1))
+        else:
+            scaled = returns
+        device = self.device
+        batch.v_s = v_s.to(device)
+        batch.returns = torch.as_tensor(scaled, dtype=torch.float32, device=device)
+        batch.adv = torch.as_tensor(adv, dtype=torch.float32, device=device)
+        flat_ret, flat_v = scaled.reshape(-1), v_s_np.reshape(-1) / scale
+        var_ret = float(np.var(flat_ret))
+        self._pre_stats["explained_variance"] = (
+            float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
+        )
+        return batch
+
+    def _gae_columns(
+        self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
+        v_s: np.ndarray, v_next: np.ndarray, gae_lambda: float,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """tianshou's GAE (``compute_episodic_return``) on every agent's reward column."""
+        returns = np.empty_like(rew)
+        adv = np.empty_like(rew)
+        for i in range(rew.shape[1]):
+            column = Batch(rew=rew[:, i], terminated=batch.terminated, truncated=batch.truncated)
+            returns[:, i], adv[:, i] = self.compute_episodic_return(
+                column, buffer, indices, v_next[:, i], v_s[:, i], gamma=self.gamma, gae_lambda=gae_lambda
+            )
+        return returns, adv
+
+    # ------------------------------------------------------------------ preprocessing
+    def _preprocess_batch(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray) -> Any:
+        """Old log-probs, STORED skip flags and values from the stored obs/actions, then per-agent GAE."""
+        device = self.device
+        batch.obs = to_torch(batch.obs, device=device)
+        batch.act = torch.as_tensor(np.asarray(batch.act), dtype=torch.long, device=device)
+        logp, skip, values = [], [], []
+        with torch.no_grad():
+            for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
+                lp, _, sk, v = self._evaluate(obs_to_torch(mb.obs, device), mb.act)
+                logp.append(lp.float())
+                skip.append(sk.bool())
+                values.append(v.float())
+        batch.logp_old = torch.cat(logp, dim=0)
+        batch.skip = torch.cat(skip, dim=0)
+        batch.v_s = torch.cat(values, dim=0)
+        batch = self._add_returns_and_advantages(batch, buffer, indices)
+        batch.pop("obs_next", None)  # only needed for the bootstrap values
+        policy_entry = batch.get("policy", None)
+        behaviour = policy_entry.get("logp", None) if isinstance(policy_entry, Batch) else None
+        if behaviour is not None and len(behaviour) == len(batch.logp_old):
+            diff = torch.as_tensor(np.asarray(behaviour), dtype=torch.float32, device=device) - batch.logp_old
+            self._pre_stats["logp_mismatch"] = float(_masked_mean(diff.abs(), ~batch.skip))
+        else:
+            self._pre_stats["logp_mismatch"] = 0.0
+        return batch
+
+    # ------------------------------------------------------------------ update
+    def _update_with_batch(self, batch: Any, batch_size: int | None, repeat: int) -> MAPPOTrainingStats:  # type: ignore[override]
+        acc: dict[str, list[float]] = {k: [] for k in ("loss", "policy", "value", "entropy", "kl", "clip", "grad")}
+        steps = 0
+        for _ in range(repeat):
+            for mb in batch.split(batch_size or -1, merge_last=True):
+                steps += 1
+                obs = obs_to_torch(mb.obs, self.device)
+                logp, entropy, _, value = self._evaluate(obs, mb.act)
+                active = ~mb.skip  # the STORED skip flags (eq. 14)
+                adv = mb.adv
+                if self.advantage_normalization:
+                    mean = _masked_mean(adv, active)
+                    std = _masked_mean((adv - mean) ** 2, active).sqrt()
+                    adv = (adv - mean) / (std + self._eps)
+                log_ratio = torch.where(active, logp - mb.logp_old, torch.zeros_like(logp))
+                ratio = log_ratio.exp()
+                surr1 = ratio * adv
+                surr2 = ratio.clamp(1.0 - self.eps_clip, 1.0 + self.eps_clip) * adv
+                policy_loss = -_masked_mean(torch.min(surr1, surr2), active)
+                value = value.float()
+                if self.value_clip:
+                    v_clip = mb.v_s + (value - mb.v_s).clamp(-self.eps_clip, self.eps_clip)
+                    value_loss = torch.max((mb.returns - value) ** 2, (mb.returns - v_clip) ** 2).mean()
+                else:
+                    value_loss = ((mb.returns - value) ** 2).mean()
+                ent = _masked_mean(entropy, active)
+                loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * ent
+                self.optim.step(loss)
+                with torch.no_grad():
+                    kl = _masked_mean((ratio - 1.0) - log_ratio, active)
+                    clipped = _masked_mean(((ratio - 1.0).abs() > self.eps_clip).float(), active)
+                acc["loss"].append(loss.item())
+                acc["policy"].append(policy_loss.item())
+                acc["value"].append(value_loss.item())
+                acc["entropy"].append(ent.item())
+                acc["kl"].append(kl.item())
+                acc["clip"].append(clipped.item())
+                acc["grad"].append(self.optim.last_grad_norm)
+        self.gradient_steps += steps
+        self.update_count += 1
+
+        def mean(key: str) -> float:
+            return float(np.mean(acc[key])) if acc[key] else 0.0
+
+        return MAPPOTrainingStats(
+            loss=mean("loss"),
+            policy_loss=mean("policy"),
+            value_loss=mean("value"),
+            entropy=mean("entropy"),
+            approx_kl=mean("kl"),
+            clip_fraction=mean("clip"),
+            grad_norm=mean("grad"),
+            explained_variance=self._pre_stats.get("explained_variance", 0.0),
+            logp_mismatch=self._pre_stats.get("logp_mismatch", 0.0),
+            active_fraction=float((~batch.skip).float().mean().item()) if len(batch.skip) else 0.0,
+            gradient_steps=steps,
+        )
+
+    # ------------------------------------------------------------------ checkpoint helpers
+    def return_scaler_state(self) -> dict[str, Any]:
+        """State of the running return statistics (for checkpoints)."""
+        rms = self.ret_rms
+        return {"mean": float(np.asarray(rms.mean)), "var": float(np.asarray(rms.var)), "count": int(rms.count)}
+
+    def load_return_scaler_state(self, state: dict[str, Any]) -> None:
+        self.ret_rms.mean = float(state["mean"])
+        self.ret_rms.var = float(state["var"])
+        self.ret_rms.count = int(state["count"])

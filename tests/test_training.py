@@ -1,0 +1,337 @@
+"""Training pipeline: smoke run, TensorBoard scalars, checkpoints, resume, Ctrl-C,
+determinism, seed disjointness, per-agent GAE and the CLI's exit-2 paths.
+
+Runs are tiny (sjf-3 with a dozen tasks, a small network, one thread) so the file stays
+within its CI budget.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train as train_cli
+from agents.ppo import MultiAgentPPO
+from agents.train_config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN, TrainConfig, split_overrides
+from agents.training import (
+    BEST,
+    LAST,
+    SeedSchedule,
+    TrainingInterrupted,
+    load_checkpoint,
+    make_env,
+    prepare_run,
+    run_training,
+)
+from envs.config import ConfigError, load_scenario, to_dict
+
+TINY = ["num_tasks=12", "policy.hidden=16", "policy.han_layers=1", "policy.pointer_layers=1", "policy.pointer_ffn=32"]
+FAST = [
+    "train.collect_steps=40", "train.batch_size=16", "train.eval_episodes=1", "train.eval_every=40",
+    "train.torch_threads=1", "train.progress=false", "train.max_batchsize=256",
+]
+
+
+def _spec(tmp_path: Path, *extra: str, steps: int = 80, envs: int = 2, seed: int = 0, config: str = "sjf-3", **kw):
+    flags = {"steps": steps, "envs": envs, "seed": seed, "logdir": str(tmp_path), "vector": kw.pop("vector", "dummy")}
+    return prepare_run(config, [*TINY, *FAST, *extra], flags=flags, **kw)
+
+
+def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    ea.Reload()
+    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory):
+    """One short training run (2 evaluations) shared by the smoke and resume tests."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    spec = _spec(tmp, "train.run_name=smoke", steps=80)
+    result = run_training(spec)
+    return spec, result
+
+
+# ---------------------------------------------------------------------------------------
+# smoke: losses, checkpoints, scalars
+# ---------------------------------------------------------------------------------------
+def test_smoke_run_writes_checkpoints_config_and_finite_losses(smoke_run):
+    spec, result = smoke_run
+    run_dir = spec.run_dir
+    assert run_dir == Path(spec.train.logdir) / "smoke"
+    assert (run_dir / LAST).is_file() and (run_dir / BEST).is_file() and (run_dir / "config.yaml").is_file()
+    assert result.env_steps == 80 and result.epochs == 2 and not result.interrupted
+    assert result.update_steps == 2 and result.gradient_steps == 2 * 2 * 2  # 2 updates x repeat 2 x 2 minibatches
+    ckpt = load_checkpoint(run_dir / LAST)
+    assert ckpt["counters"]["env_step"] == 80
+    assert ckpt["counters"]["gradient_steps"] == result.gradient_steps
+    for key in ("model", "policy_config", "scenario", "obs_spec", "optimizer", "rng", "train_config", "return_scaler"):
+        assert key in ckpt
+    assert ckpt["scenario"]["num_tasks"] == 12 and ckpt["policy_config"]["hidden"] == 16
+    assert ckpt["optimizer"]["state"], "optimizer state (Adam moments) must be saved"
+    import yaml
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert cfg["scenario"]["num_tasks"] == 12 and cfg["train"]["steps"] == 80 and cfg["meta"]["gamma"] == 1.0
+    assert result.best_mean_jct is not None and math.isfinite(result.best_mean_jct) and result.best_mean_jct >= 1.0
+
+
+def test_smoke_run_tensorboard_scalars(smoke_run):
+    spec, _ = smoke_run
+    sc = _scalars(spec.run_dir)
+    required = [
+        "update/policy_loss", "update/value_loss", "update/entropy", "update/approx_kl", "update/clip_fraction",
+        "update/explained_variance", "training/returns_stat/mean", "test/mean_jct", "training/conflict_rate",
+        "training/void_rate", "training/invalid_rate", "training/cpu_util", "training/gpu_util",
+        "system/env_steps_per_s", "training/collect_speed",
+    ]
+    missing = [t for t in required if t not in sc]
+    assert not missing, f"missing scalars {missing}; have {sorted(sc)}"
+    for tag in ("update/policy_loss", "update/value_loss", "update/entropy", "update/loss"):
+        assert all(math.isfinite(v) for _, v in sc[tag]), tag
+    assert [s for s, _ in sc["update/policy_loss"]] == [1, 2]
+    # evaluations: initial + one per epoch, at env steps 0, 40, 80
+    assert [s for s, _ in sc["test/mean_jct"]] == [0, 40, 80]
+    assert all(v >= 1.0 for _, v in sc["test/mean_jct"])
+    assert 0.0 <= sc["training/conflict_rate"][-1][1] <= 1.0
+    # the stored behaviour log-probs equal the recomputed ones (no sampling mismatch)
+    assert all(abs(v) < 1e-4 for _, v in sc["update/logp_mismatch"])
+
+
+def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
+    spec, _ = smoke_run
+    # copy the run so the shared fixture stays intact
+    import shutil
+
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(spec.run_dir, run_dir)
+    before = load_checkpoint(run_dir / LAST)["counters"]
+    spec2 = prepare_run(None, ["train.eval_every=40"], flags={"steps": 120}, resume=str(run_dir / LAST))
+    assert spec2.run_dir == run_dir
+    assert spec2.scenario.num_tasks == 12 and spec2.policy.hidden == 16
+    result = run_training(spec2)
+    after = load_checkpoint(run_dir / LAST)["counters"]
+    assert after["env_step"] == before["env_step"] + 40 == result.env_steps == 120
+    assert after["update_step"] == before["update_step"] + 1
+    assert after["epoch"] == before["epoch"] + 1
+    assert after["gradient_steps"] > before["gradient_steps"]
+    assert after["restarts"] == before["restarts"] + 1
+    sc = _scalars(run_dir)  # same TensorBoard run directory: old and new events together
+    steps = [s for s, _ in sc["training/env_step"]]
+    assert steps == [40, 80, 120]
+    assert [s for s, _ in sc["update/policy_loss"]] == [1, 2, 3]
+
+
+def test_resume_refuses_a_different_scenario_or_architecture(smoke_run, capsys):
+    spec, _ = smoke_run
+    last = str(spec.run_dir / LAST)
+    with pytest.raises(ConfigError, match="num_tasks"):
+        prepare_run(None, ["num_tasks=13"], resume=last)
+    with pytest.raises(ConfigError, match="policy.hidden"):
+        prepare_run(None, ["policy.hidden=32"], resume=last)
+    with pytest.raises(ConfigError, match="connectivity.model"):  # a nested scenario key
+        prepare_run(None, ["connectivity.model=random_subset"], resume=last)
+    assert train_cli.main(["--resume", last, "--config", "multi-3"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "Traceback" not in err
+    assert train_cli.main(["--resume", last, "--steps", "80"]) == 2  # budget already spent
+    assert "nothing to do" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------
+# Ctrl-C and determinism
+# ---------------------------------------------------------------------------------------
+def test_keyboard_interrupt_saves_last_checkpoint(tmp_path, monkeypatch, capsys):
+    calls = {"n": 0}
+    original = MultiAgentPPO._update_with_batch
+
+    def interrupt_second_update(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiAgentPPO, "_update_with_batch", interrupt_second_update)
+    argv = ["--config", "sjf-3", "--steps", "200", "--envs", "1", "--logdir", str(tmp_path), *TINY, *FAST,
+            "train.run_name=ctrlc", "train.eval_every=200"]
+    assert train_cli.main(argv) == 130
+    assert "interrupted" in capsys.readouterr().err
+    counters = load_checkpoint(tmp_path / "ctrlc" / LAST)["counters"]
+    assert counters["env_step"] == 40 and counters["update_step"] == 1 and counters["epoch"] == 0
+
+
+def test_same_seed_same_parameters(tmp_path, monkeypatch):
+    import agents.training as training
+
+    def run(name: str, seed: int) -> tuple[dict[str, torch.Tensor], list]:
+        spec = _spec(tmp_path, f"train.run_name={name}", steps=40, envs=2, seed=seed, config="synthetic-3",
+                     vector="subproc")
+        run_training(spec)
+        return load_checkpoint(spec.run_dir / LAST)["model"], _scalars(spec.run_dir)["test/mean_jct"]
+
+    a, jct_a = run("a", 3)
+    # run b: same seed, evaluation ring buffer far shorter than an episode (metrics must not care)
+    monkeypatch.setattr(training, "EVAL_BUFFER_PER_ENV", 3)
+    b, jct_b = run("b", 3)
+    monkeypatch.undo()
+    c, _ = run("c", 4)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert jct_a == jct_b and len(jct_a) == 2
+    assert any(not torch.equal(a[k], c[k]) for k in a), "a different seed should give different parameters"
+
+
+def test_episode_mode_collects_whole_episodes(tmp_path):
+    spec = _spec(tmp_path, "train.run_name=episodes", "train.collect_episodes=2", "train.collect_steps=null",
+                 steps=40, envs=2)
+    result = run_training(spec)
+    sc = _scalars(spec.run_dir)
+    assert all(v == 2 for _, v in sc["training/n_collected_episodes"])
+    lengths = [v for _, v in sc["training/episode_length"]]
+    steps = [s for s, _ in sc["training/env_step"]]
+    # every collection is exactly two whole episodes: the step counter grows by their lengths
+    assert np.allclose(np.diff([0, *steps]), 2 * np.array(lengths))
+    assert result.env_steps == steps[-1] >= 40
+
+
+# ---------------------------------------------------------------------------------------
+# units: seeds, overrides, GAE
+# ---------------------------------------------------------------------------------------
+def test_training_and_evaluation_workload_seeds_are_disjoint():
+    train_seeds = [SeedSchedule((0, r, i)).next() for r in range(3) for i in range(4)]
+    assert all(s >= TRAIN_SEED_MIN for s in train_seeds) and len(set(train_seeds)) == len(train_seeds)
+    fixed = SeedSchedule(fixed=EVAL_SEED_DEFAULT + 2)
+    assert fixed.next() == fixed.next() == EVAL_SEED_DEFAULT + 2
+    with pytest.raises(ConfigError, match="eval_seed"):
+        TrainConfig(eval_seed=TRAIN_SEED_MIN - 1, eval_episodes=8).validate()
+    env = make_env(to_dict(load_scenario("sjf-3", ["num_tasks=5"])), fixed_seed=10_001)
+    _, info = env.reset()
+    assert info["workload_seed"] == 10_001 and info["episode_end"] is False and info["agent_rewards"].shape == (3,)
+
+
+def test_override_routing_and_typing():
+    split = split_overrides(["train.lr=3e-4", "policy.hidden=64", "num_tasks=50", "scenario.connectivity.model=random_subset"])
+    assert set(split.train) == {"lr"} and split.policy == {"hidden": 64}
+    assert split.scenario == {"num_tasks": 50, "connectivity.model": "random_subset"}
+    assert TrainConfig.from_dict(split.train).lr == 3e-4  # YAML reads "3e-4" as text; still a float
+    cfg = TrainConfig.from_dict({"lr": 1, "gamma": None, "envs": 4.0})
+    assert cfg.lr == 1.0 and isinstance(cfg.lr, float) and cfg.envs == 4 and cfg.gamma is None
+    assert cfg.resolved_gamma("multi") == 1.0 and cfg.resolved_gamma("single") == 0.99
+    for bad in ({"lr": "abc"}, {"nope": 1}, {"envs": 1.5}, {"progress": 1}):
+        with pytest.raises(ConfigError):
+            TrainConfig.from_dict(bad)
+    with pytest.raises(ConfigError, match="exclusive"):
+        TrainConfig(collect_steps=10, collect_episodes=2).validate()
+
+
+def test_yaml_sections_flags_and_overrides_precedence(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "sjf-3.yaml").read_text())
+    raw["train"] = {"lr": 5e-4, "envs": 3, "eval_episodes": 2}
+    raw["policy"] = {"hidden": 32, "variant": "no-han"}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    spec = prepare_run(str(path), ["train.eval_episodes=5", "num_tasks=40"], flags={"envs": 4, "logdir": str(tmp_path)})
+    assert spec.train.lr == 5e-4 and spec.train.envs == 4 and spec.train.eval_episodes == 5
+    assert spec.policy.hidden == 32 and spec.policy.variant == "no-han"
+    assert spec.scenario.name == "exp" and spec.scenario.num_tasks == 40
+    assert spec.run_dir.parent == tmp_path and spec.run_dir.name.startswith("exp-no-han-s0-")
+    assert prepare_run("sjf-3", [], variant="vanilla").policy.variant == "vanilla"
+
+
+def test_per_agent_gae_matches_a_hand_computation():
+    """Two agents, one finished episode of 3 steps and gamma 1, lambda 0.5, given values."""
+    from tianshou.data import Batch, ReplayBuffer
+
+    buf = ReplayBuffer(8)
+    rew = np.array([[-1.0, -2.0], [0.0, 0.0], [-3.0, -1.0]])
+    for t in range(3):
+        buf.add(Batch(obs=np.zeros(1), act=np.zeros(1), rew=float(rew[t].sum()), terminated=t == 2,
+                      truncated=False, obs_next=np.zeros(1), info={"agent_rewards": rew[t]}))
+    batch, idx = buf.sample(0)
+    v = np.array([[0.5, 1.0], [0.2, -0.4], [1.5, 0.0]])
+    v_next = np.array([[0.2, -0.4], [1.5, 0.0], [9.0, 9.0]])  # terminal next value is masked out
+
+    class Stub:
+        gamma, gae_lambda, return_scaling, _eps = 1.0, 0.5, False, 1e-8
+        _pre_stats: dict = {}
+        device = torch.device("cpu")
+        compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
+        _gae_columns = MultiAgentPPO._gae_columns
+
+        def _values(self, obs):
+            return torch.as_tensor(v_next, dtype=torch.float32)
+
+    batch.v_s = torch.as_tensor(v, dtype=torch.float32)
+    out = MultiAgentPPO._add_returns_and_advantages(Stub(), batch, buf, idx)
+    expected = np.zeros((3, 2))
+    for i in range(2):
+        gae = 0.0
+        for t in reversed(range(3)):
+            nxt = 0.0 if t == 2 else v_next[t, i]
+            delta = rew[t, i] + nxt - v[t, i]
+            gae = delta + (0.0 if t == 2 else 0.5) * gae
+            expected[t, i] = gae
+    np.testing.assert_allclose(out.adv.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.returns.numpy(), expected + v, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# CLI exit code 2
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--config", "no-such-scenario"], "unknown scenario"),
+        (["--config", "sjf-3", "train.lr=abc"], "train.lr"),
+        (["--config", "sjf-3", "train.nope=1"], "unknown train key"),
+        (["--config", "sjf-3", "nope=1"], "nope"),
+        (["--config", "sjf-3", "policy.hidden=-4"], "hidden"),
+        (["--config", "sjf-3", "not-an-override"], "key=value"),
+        (["--resume", "/no/such/dir/last.pt"], "not found"),
+        ([], "--config is required"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(argv, message, capsys, tmp_path):
+    assert train_cli.main([*argv, "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir()), "nothing may be written on bad input"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here, so --device cuda is valid")
+def test_device_cuda_without_cuda_exits_2(capsys, tmp_path):
+    assert train_cli.main(["--config", "sjf-3", "--device", "cuda", "--logdir", str(tmp_path)]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def _ray_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
+
+
+@pytest.mark.skipif(_ray_importable(), reason="ray is installed, so --vector ray is valid")
+def test_vector_ray_without_ray_exits_2(capsys, tmp_path):
+    assert train_cli.main(["--config", "sjf-3", "--vector", "ray", "--logdir", str(tmp_path)]) == 2
+    assert "pip install" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not _ray_importable(), reason="ray is not installed (optional extra: pip install '.[ray]')")
+def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        spec = _spec(tmp_path, "train.run_name=ray", steps=40, envs=2, vector="ray")
+        result = run_training(spec)
+        assert result.env_steps == 40 and (spec.run_dir / LAST).is_file()
+    finally:
+        ray.shutdown()
