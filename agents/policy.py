@@ -89,10 +89,13 @@ class PolicyConfig:
     pointer_heads: int = 4
     pointer_ffn: int = 128
     mlp_layers: int = 4
+    alloc_head: str = "factorised"
 
     def __post_init__(self) -> None:
         if self.variant not in POLICY_VARIANTS:
             raise ConfigError(f"policy variant must be one of {list(POLICY_VARIANTS)}, got {self.variant!r}")
+        if self.alloc_head not in AllocationHead.FORMS:
+            raise ConfigError(f"policy.alloc_head must be one of {list(AllocationHead.FORMS)}, got {self.alloc_head!r}")
         if self.prior not in PRIORS:
             raise ConfigError(f"policy prior must be one of {list(PRIORS)}, got {self.prior!r}")
         for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers", "pointer_heads", "pointer_ffn",
@@ -115,7 +118,7 @@ class PolicyConfig:
         """The paper's sizes: plain 6-layer HAN, 4 heads, hidden 256, unshared actors, and the
         reference pointer (d_model 256, feed-forward 2048)."""
         base = dict(variant=variant, hidden=256, han_layers=6, heads=4, faithful=True, shared_actors=False,
-                    pointer_dim=256, pointer_ffn=2048)
+                    pointer_dim=256, pointer_ffn=2048, alloc_head="joint")
         base.update(overrides)
         return cls(**base)
 
@@ -245,7 +248,7 @@ class TapFingerPolicy(nn.Module):
         self.pointer = (
             PointerNet(n_act, c.pointer_dim, c.pointer_layers, c.pointer_heads, c.pointer_ffn) if uses_pointer else None
         )
-        self.alloc_head = AllocationHead(n_act, H, self.alloc_dims)
+        self.alloc_head = AllocationHead(n_act, H, self.alloc_dims, c.alloc_head)
         self.critic = CentralCritic(n_act, H)
         scale = getattr(spec, "scale", None)
         self.register_buffer(

@@ -96,21 +96,40 @@ def allocation_mask(low: Tensor, high: Tensor, alloc_dims: tuple[int, int]) -> T
 
 class AllocationHead(nn.Module):
     """2-layer MLP from a slot's agent-specific embedding ``[task, own cluster]`` to masked
-    joint CPU x GPU logits."""
+    joint CPU x GPU logits.
 
-    def __init__(self, n_agents: int, hidden: int, alloc_dims: tuple[int, int]) -> None:
+    ``form="joint"`` (the paper's head): one output per joint allocation index.
+    ``form="factorised"``: ``logit[c, g] = u[c] + v[g]`` plus a separate void logit; still one
+    categorical over the same masked joint index (so sampling, masks and log-probs are
+    unchanged), but what is learnt about a CPU or GPU count transfers across the other axis.
+    """
+
+    FORMS = ("factorised", "joint")
+
+    def __init__(self, n_agents: int, hidden: int, alloc_dims: tuple[int, int], form: str = "factorised") -> None:
         super().__init__()
+        if form not in self.FORMS:
+            raise ValueError(f"allocation head form must be one of {self.FORMS}, got {form!r}")
+        self.form = form
         self.alloc_dims = (int(alloc_dims[0]), int(alloc_dims[1]))
+        c1, g1 = self.alloc_dims
         self.task = AgentLinear(n_agents, hidden, hidden)
         self.cluster = AgentLinear(n_agents, hidden, hidden, bias=False)
-        self.out = AgentLinear(n_agents, hidden, self.alloc_dims[0] * self.alloc_dims[1])
+        self.out = AgentLinear(n_agents, hidden, c1 * g1 if form == "joint" else c1 + g1 + 1)
 
     def forward(self, task: Tensor, cluster: Tensor, low: Tensor, high: Tensor) -> Tensor:
         """``task (B, N, [S,] H)``, ``cluster (B, N, H)``, bounds ``(B, N, [S,] 2)`` -> ``(B, N, [S,] A)``."""
         c = self.cluster(cluster)
         if task.dim() == 4:
             c = c.unsqueeze(2)
-        logits = self.out(F.relu(self.task(task) + c))
+        out = self.out(F.relu(self.task(task) + c))
+        if self.form == "joint":
+            logits = out
+        else:
+            c1, g1 = self.alloc_dims
+            u, v, void = out[..., :c1], out[..., c1:c1 + g1], out[..., c1 + g1:]
+            logits = (u.unsqueeze(-1) + v.unsqueeze(-2)).flatten(-2)
+            logits = torch.cat([void, logits[..., 1:]], dim=-1)  # index 0 = (0, 0) = void
         return logits.masked_fill(~allocation_mask(low, high, self.alloc_dims), MASK_VALUE)
 
 

@@ -278,3 +278,29 @@ def test_pointer_masks_and_is_permutation_equivariant():
     s2 = slots.clone()
     s2[0, 0, 2] = 100.0
     assert torch.allclose(torch.softmax(ptr(s2, occ, feas), -1), p, atol=1e-6)
+
+
+def test_factorised_allocation_head_is_additive_with_its_own_void_logit():
+    """logit[c, g] = u[c] + v[g] on unmasked cells, void (index 0) from its own output, masks kept."""
+    import torch
+
+    from networks.heads import MASK_VALUE, AllocationHead
+
+    torch.manual_seed(0)
+    c1, g1 = 5, 4
+    head = AllocationHead(n_agents=1, hidden=8, alloc_dims=(c1, g1), form="factorised")
+    task, cluster = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    low = torch.tensor([1, 1]).expand(2, 3, 2)
+    high = torch.tensor([c1 - 1, g1 - 1]).expand(2, 3, 2)
+    logits = head(task, cluster, low, high).view(2, 3, c1, g1)
+    cell = logits[..., 1:, 1:]  # the unmasked box [1..c1-1] x [1..g1-1]
+    # additivity: differences between two GPU counts do not depend on the CPU count
+    diff = cell[..., :, 1:] - cell[..., :, :1]
+    torch.testing.assert_close(diff, diff[..., :1, :].expand_as(diff))
+    # cells below the minimum (c = 0 or g = 0, except the void index 0) are masked
+    assert torch.all(logits[..., 0, 1:] == MASK_VALUE) and torch.all(logits[..., 1:, 0] == MASK_VALUE)
+    # the void logit is a separate output, not u[0] + v[0]
+    raw = head.out(torch.relu(head.task(task) + head.cluster(cluster)))
+    torch.testing.assert_close(logits[..., 0, 0], raw[..., -1])
+    joint = AllocationHead(n_agents=1, hidden=8, alloc_dims=(c1, g1), form="joint")
+    assert joint.out.weight.shape[-2] == c1 * g1 and head.out.weight.shape[-2] == c1 + g1 + 1
