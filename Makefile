@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench bench-learning clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,11 +20,29 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+DEMO_CKPT := checkpoints/synthetic-3.pt
+DEMO_RUN := runs/demo-synthetic-3
+
+# Evaluate the shipped synthetic-3 checkpoint against every baseline; without one, train a
+# short one first (a few minutes on 2 cores) and evaluate that.
 demo: $(STAMP)
-	$(BIN)/python -m envs.demo --scenario synthetic-3 --seeds 5
+	@ckpt=$(DEMO_CKPT); \
+	if [ ! -f $$ckpt ]; then \
+	  ckpt=$(DEMO_RUN)/best.pt; \
+	  if [ ! -f $$ckpt ]; then \
+	    echo "no shipped checkpoint: training a short one into $(DEMO_RUN)"; \
+	    $(BIN)/python train.py --config configs/synthetic-3.yaml --steps 16384 --envs 8 --vector dummy \
+	      --logdir runs train.run_name=demo-synthetic-3 train.lr=1e-3 train.repeat=4 policy.hidden=64 \
+	      train.collect_steps=2048 train.eval_every=8192 train.eval_episodes=4 train.torch_threads=1 || exit $$?; \
+	  fi; \
+	fi; \
+	$(BIN)/python evaluate.py --scenario synthetic-3 --checkpoint $$ckpt --schedulers all --seeds 5 --out results/synthetic-3
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_speed.py --json
+
+bench-learning: $(STAMP)
+	$(BIN)/python benchmarks/learning.py
 
 clean:
 	rm -rf $(VENV) runs results .pytest_cache
