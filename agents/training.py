@@ -44,7 +44,7 @@ import torch
 import yaml
 from tianshou.data import CollectStats
 
-from envs.config import CONFIG_DIR, ConfigError, ScenarioConfig, apply_overrides, available_scenarios, from_dict, to_dict
+from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, read_scenario_yaml, to_dict
 
 from .train_config import TRAIN_SEED_MIN, SplitOverrides, TrainConfig, apply_train_values, coerce, split_overrides
 
@@ -325,17 +325,7 @@ def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]
 
 def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """A scenario YAML (path or name in ``configs/``) split into (scenario, policy, train) dicts."""
-    path = Path(path_or_name)
-    if path.suffix not in (".yaml", ".yml"):
-        path = CONFIG_DIR / f"{path_or_name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"unknown scenario {path_or_name!r}; available: {', '.join(available_scenarios())}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+    path, raw = read_scenario_yaml(path_or_name)
     policy = raw.pop("policy", None) or {}
     train = raw.pop("train", None) or {}
     if not isinstance(policy, dict) or not isinstance(train, dict):

@@ -123,6 +123,14 @@ def available_scenarios() -> list[str]:
 
 def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[str, Any] = ()) -> ScenarioConfig:
     """Load a scenario by name (``synthetic-3``) or YAML path, then apply overrides."""
+    path, raw = read_scenario_yaml(name_or_path)
+    raw.setdefault("name", path.stem)
+    apply_overrides(raw, overrides)
+    return from_dict(raw)
+
+
+def read_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict]:
+    """The path and raw mapping of a scenario given by name (``configs/<name>.yaml``) or path."""
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = CONFIG_DIR / f"{name_or_path}.yaml"
@@ -136,9 +144,7 @@ def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[s
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    raw.setdefault("name", path.stem)
-    apply_overrides(raw, overrides)
-    return from_dict(raw)
+    return path, raw
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -47,7 +47,7 @@ from envs.config import ConfigError
 from envs.core import RUNNING, WAITING, Simulator
 from envs.scheduling import Decision
 
-from .pd_preemptive import NEVER, OracleDurations
+from .pd_preemptive import NEVER, OracleCache, OracleDurations
 
 _BIG = np.iinfo(np.int64).max
 
@@ -79,17 +79,11 @@ class OkitaScheduler:
         self.alpha1 = _number("alpha1", alpha1)
         self.alpha2 = _number("alpha2", alpha2)
         self._oracle: OracleDurations | None = None
-        self._oracle_key: tuple | None = None
+        self._oracles = OracleCache()
 
     # ------------------------------------------------------------------ set-up
     def reset(self, sim: Simulator) -> None:
-        # the oracle table depends only on the progress functions and the scenario: reuse it
-        # across episodes of the same simulator set-up (the key holds the functions alive)
-        if self._oracle is None or self._oracle_key is None or not (
-            self._oracle_key[0] is sim.functions and self._oracle_key[1] == sim.cfg
-        ):
-            self._oracle = OracleDurations(sim)
-            self._oracle_key = (sim.functions, sim.cfg)
+        self._oracle = self._oracles.get(sim)
         orc = self._oracle
         cap = sim.capacity.astype(np.float64)
         N = sim.num_clusters

@@ -147,6 +147,24 @@ class OracleDurations:
         return rem.T
 
 
+class OracleCache:
+    """Reuses an :class:`OracleDurations` table across episodes of the same simulator set-up.
+
+    The table depends only on the progress functions and the scenario; the key holds the
+    functions alive, so an identity check is safe.
+    """
+
+    def __init__(self) -> None:
+        self._oracle: OracleDurations | None = None
+        self._key: tuple | None = None
+
+    def get(self, sim: Simulator) -> OracleDurations:
+        if self._oracle is None or self._key is None or not (self._key[0] is sim.functions and self._key[1] == sim.cfg):
+            self._oracle = OracleDurations(sim)
+            self._key = (sim.functions, sim.cfg)
+        return self._oracle
+
+
 def bundles(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     """Per cluster the bundle count ``W_c`` and bundle size ``b_c`` (spec A2-2)."""
     used = [k for k, t in enumerate(sim.cfg.task_types) if t.prob > 0] or list(range(sim.num_types))
@@ -172,17 +190,11 @@ class PDPreemptiveScheduler:
         self.theta = float(theta)
         self.time = time
         self._oracle: OracleDurations | None = None
-        self._oracle_key: tuple | None = None
+        self._oracles = OracleCache()
 
     # ------------------------------------------------------------------ set-up
     def reset(self, sim: Simulator) -> None:
-        # the oracle table depends only on the progress functions and the scenario: reuse it
-        # across episodes of the same simulator set-up (the key holds the functions alive)
-        if self._oracle is None or self._oracle_key is None or not (
-            self._oracle_key[0] is sim.functions and self._oracle_key[1] == sim.cfg
-        ):
-            self._oracle = OracleDurations(sim)
-            self._oracle_key = (sim.functions, sim.cfg)
+        self._oracle = self._oracles.get(sim)
         self.W, self.bundle = bundles(sim)
         N = sim.num_clusters
         per_max = sim.max_alloc
