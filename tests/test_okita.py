@@ -7,24 +7,14 @@ import itertools
 import numpy as np
 import pytest
 
-import envs.core
 from agents.baselines import make_scheduler
 from agents.baselines.okita import OkitaScheduler
 from envs.config import ConfigError, from_dict, load_scenario
 from envs.core import RUNNING, Simulator
 from envs.progress import ConstantProgress
 from envs.scheduling import apply_decision, run_episode
-from envs.workload import Workload
-
-
-class LinearGpu:
-    """Test progress function: ``gpu / scale`` per step, whatever the progress."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
-
-    def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
-        return np.asarray(gpu, dtype=np.float64) / self.scale
+import handmade
+from handmade import LinearGpu, drive
 
 
 def config(clusters: int = 1, caps=((4, 4),), per_task_max=(4, 4), mode: str = "multi"):
@@ -42,24 +32,7 @@ FUNCTIONS = [ConstantProgress(4), LinearGpu(8.0)]  # type 1: 1/8 per GPU per ste
 
 
 def fixed_sim(monkeypatch, cfg, arrival, types, eligible=None, functions=FUNCTIONS) -> Simulator:
-    arrival = np.asarray(arrival, dtype=np.int64)
-    if eligible is None:
-        eligible = np.ones((arrival.size, cfg.num_clusters), dtype=bool)
-    wl = Workload(arrival=arrival, task_type=np.asarray(types, dtype=np.int64), eligible=np.asarray(eligible))
-    monkeypatch.setattr(envs.core, "generate_workload", lambda cfg, streams: wl)
-    return Simulator(cfg, 0, functions)
-
-
-def drive(sim: Simulator, sched) -> list:
-    sched.reset(sim)
-    log = []
-    while not sim.done and sim.t < 50:
-        d = sched.decide(sim)
-        log.append((sorted(d.placements), {c: dict(a) for c, a in d.allocations.items()}))
-        apply_decision(sim, d)
-        assert sim.invalid == 0, sim.last_error
-        sim.advance()
-    return log
+    return handmade.fixed_sim(monkeypatch, cfg, arrival, types, functions, eligible)
 
 
 # One (4, 4) cluster. Task 0 (4 steps anywhere) at t=0, task 1 (linear: best (2, 4), 2 steps)

@@ -5,24 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import envs.core
 from agents.baselines import make_scheduler
 from agents.baselines.pd_preemptive import OracleDurations, PDPreemptiveScheduler, bundles
 from envs.config import ConfigError, from_dict, load_scenario
 from envs.core import Simulator
 from envs.progress import ConstantProgress, TanhProgress, steps_to_finish
-from envs.scheduling import apply_decision, run_episode
-from envs.workload import Workload
-
-
-class LinearGpu:
-    """Test progress function: ``gpu / scale`` per step, whatever the progress."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
-
-    def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
-        return np.asarray(gpu, dtype=np.float64) / self.scale
+from envs.scheduling import run_episode
+from handmade import LinearGpu, drive, fixed_sim
 
 
 def tiny_config(mode: str = "multi", clusters: int = 1, overhead: float = 1.0, types: int = 2, pending: int = 10):
@@ -35,29 +24,6 @@ def tiny_config(mode: str = "multi", clusters: int = 1, overhead: float = 1.0, t
         "per_task_max": [4, 4], "arrival_rate": 1, "num_tasks": 3, "switch_overhead": overhead,
         "pending_slots": pending, "task_types": specs,
     })
-
-
-def fixed_sim(monkeypatch, cfg, arrival, types, functions, eligible=None) -> Simulator:
-    """A simulator whose workload is given by hand instead of drawn from the seed."""
-    arrival = np.asarray(arrival, dtype=np.int64)
-    if eligible is None:
-        eligible = np.ones((arrival.size, cfg.num_clusters), dtype=bool)
-    wl = Workload(arrival=arrival, task_type=np.asarray(types, dtype=np.int64), eligible=np.asarray(eligible))
-    monkeypatch.setattr(envs.core, "generate_workload", lambda cfg, streams: wl)
-    return Simulator(cfg, 0, functions)
-
-
-def drive(sim: Simulator, sched) -> list:
-    """Run to completion; return every real step's decision as plain data."""
-    sched.reset(sim)
-    log = []
-    while not sim.done and sim.t < 50:
-        d = sched.decide(sim)
-        log.append((sorted(d.placements), {c: dict(a) for c, a in d.allocations.items()}))
-        apply_decision(sim, d)
-        assert sim.invalid == 0, sim.last_error
-        sim.advance()
-    return log
 
 
 # ---------------------------------------------------------------------------- hand-computed

@@ -16,7 +16,6 @@ from envs.trace_fit import (
     PowerLawProgress,
     TraceError,
     fit_file,
-    fit_trace,
     load_trace_models,
     main,
     parse_trace,

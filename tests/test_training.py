@@ -21,7 +21,6 @@ from agents.training import (
     BEST,
     LAST,
     SeedSchedule,
-    TrainingInterrupted,
     load_checkpoint,
     make_env,
     prepare_run,
