@@ -42,9 +42,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
 
 from agents.baselines import available_schedulers, make_scheduler  # noqa: E402
+from agents.evaluation.summary import json_safe, mean_halfwidth  # noqa: E402
 from envs.bound import bound_mean_jct  # noqa: E402
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario, parse_override  # noqa: E402
 from envs.core import Simulator  # noqa: E402
@@ -110,18 +110,6 @@ def run_job(job: tuple[str, str, int, list[str], bool]) -> dict[str, Any]:
     }
 
 
-def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of its ``level`` confidence interval (t-distribution); NaN if n < 2."""
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return float("nan"), float("nan")
-    if x.size < 2:
-        return float(x.mean()), float("nan")
-    half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return float(x.mean()), float(half)
-
-
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-scheduler summary over seeds of one scenario's rows."""
     errors = sorted({r["error"] for r in rows if "error" in r})
@@ -129,7 +117,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {"error": "; ".join(errors), "mean_jct": float("nan"), "ci95": float("nan")}
     rows = sorted(rows, key=lambda r: r["seed"])
     per_seed = [r["mean_jct"] for r in rows]
-    mean, half = mean_ci(per_seed)
+    mean, half = mean_halfwidth(per_seed)
     out: dict[str, Any] = {
         "mean_jct": mean, "ci95": half, "ci95_range": [mean - half, mean + half],
         "per_seed": per_seed, "seeds": [r["seed"] for r in rows],
@@ -140,17 +128,6 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out["truncated"] = int(sum(r["truncated"] for r in rows))
         out["invalid"] = int(sum(r["invalid"] for r in rows))
     return out
-
-
-def _finite(obj: Any) -> Any:
-    """The object with NaN/inf floats replaced by None (strict JSON)."""
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -256,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "baselines", "seeds": seeds, "workers": args.workers, "train_variant": args.train,
         "overrides": list(args.overrides), "elapsed_s": round(elapsed, 2), "skipped": skipped, "results": results,
     }
-    print(json.dumps(_finite(summary)))
+    print(json.dumps(json_safe(summary)))
     failed = sorted({r["scheduler"] for r in rows if "error" in r})
     if failed:
         print(f"error: scheduler(s) failed: {', '.join(failed)} (see the table)", file=sys.stderr)

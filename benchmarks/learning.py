@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -42,6 +41,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from agents.evaluation.summary import mean_halfwidth  # noqa: E402
 
 #: benchmark defaults (the run's own defaults are TrainConfig's); overridable with key=value
 DEFAULTS = [
@@ -60,14 +61,6 @@ BASELINES = ("random", "min", "optimus")
 TEST_SEED = 100_000
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the 95% confidence half-width (normal approximation) over seeds."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
-        return float(arr.mean()), float("nan")
-    return float(arr.mean()), float(1.96 * arr.std(ddof=1) / math.sqrt(arr.size))
-
-
 def evaluate(cfg: Any, schedulers: dict[str, Any], seeds: list[int]) -> dict[str, dict[str, Any]]:
     """Mean JCT of every scheduler (a factory per episode) on the same seeds."""
     from envs.progress import build_progress_functions
@@ -82,7 +75,7 @@ def evaluate(cfg: Any, schedulers: dict[str, Any], seeds: list[int]) -> dict[str
             res = run_episode(cfg, factory(), seed, functions)
             jcts.append(res.mean_jct)
             truncated += int(res.truncated)
-        mean, ci = mean_ci(jcts)
+        mean, ci = mean_halfwidth(jcts)
         out[name] = {"mean_jct": mean, "ci95": ci, "per_seed": [round(j, 4) for j in jcts],
                      "truncated": truncated, "eval_s": round(time.perf_counter() - t0, 2)}
     return out
@@ -168,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     paired = {}
     for name in BASELINES:
         if name in table:
-            diff, ci = mean_ci(list(learned - np.asarray(table[name]["per_seed"])))
+            diff, ci = mean_halfwidth(list(learned - np.asarray(table[name]["per_seed"])))
             paired[name] = {"diff": round(diff, 4), "ci95": round(ci, 4), "significant": bool(abs(diff) > ci)}
     beats = {name: bool(p["diff"] < 0) for name, p in paired.items()}
     if not args.json:

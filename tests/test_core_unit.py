@@ -437,48 +437,8 @@ def test_episode_result_fields():
     assert res.records["cpu"].tolist() == [2] * 40 and res.records["gpu"].tolist() == [1] * 40
 
 
-# ------------------------------------------------------------------ the demo command
-def test_demo_table_and_exit_codes(capsys):
-    from envs import demo
-
-    assert demo.main(["--scenario", "synthetic-3", "--seeds", "2", "--schedulers", "min,random", "num_tasks=30"]) == 0
-    out, err = capsys.readouterr()
-    rows = [line.split()[0] for line in out.splitlines()[2:]]
-    assert sorted(rows) == ["bound", "min", "random"] and rows[0] == "bound"
-    means = [float(line.split()[1]) for line in out.splitlines()[2:]]
-    assert means == sorted(means)
-    assert "[1/2] min" in err and "[2/2] random" in err
-    assert demo.main(["--scenario", "nope"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nope" in err
-    assert demo.main(["--schedulers", "min,bogus", "--seeds", "1"]) == 2
-    assert demo.main(["--seeds", "0"]) == 2
-    assert demo.main(["--seeds", "1", "num_tasks=-3"]) == 2
-    capsys.readouterr()
-
-
 def test_non_integer_allocation_is_refused_or_kept_consistent():
     sim = make_sim(config(), arrival=[0])
     accepted = sim.place(0, 0, 2.5, 1.5)
     assert np.array_equal(sim.free[0] + sim.alloc[0], sim.capacity[0])
     assert not accepted
-
-
-def test_demo_skips_a_scheduler_that_cannot_run(capsys, monkeypatch):
-    import agents.baselines as baselines
-    from envs import demo
-    from envs.config import ConfigError
-
-    real = baselines.make_scheduler
-
-    def fake(name, **options):
-        if name == "random":
-            raise ConfigError("random needs a file")
-        return real(name, **options)
-
-    monkeypatch.setattr(baselines, "make_scheduler", fake)
-    assert demo.main(["--seeds", "1", "--schedulers", "random,min", "num_tasks=20"]) == 0
-    out, err = capsys.readouterr()
-    assert "skipped: random" in out and "random: skipped (random needs a file)" in err
-    assert [line.split()[0] for line in out.splitlines()[2:4]] == ["bound", "min"]
-    assert demo.main(["--seeds", "1", "--schedulers", "random", "num_tasks=20"]) == 1

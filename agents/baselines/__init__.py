@@ -7,6 +7,7 @@ missing optional dependency of one scheduler never breaks the others.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from envs.config import ConfigError

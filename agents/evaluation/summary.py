@@ -43,16 +43,27 @@ CSV_COLUMNS = ("scheduler", "seed", "task_id", "type", "arrival", "start", "fini
 TIMING_FIELDS = ("decision_ms",)
 
 
-def t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
-    """Student-t confidence interval of the mean of ``samples`` (``(None, None)`` if fewer than 2)."""
+def mean_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Mean of the finite ``samples`` and the half-width of its Student-t confidence interval.
+
+    NaN mean for no samples; NaN half-width for fewer than 2.
+    """
     x = np.asarray(samples, dtype=np.float64)
     x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan, math.nan
     if x.size < 2:
-        return None, None
+        return float(x.mean()), math.nan
     from scipy.stats import t
 
-    half = float(t.ppf(0.5 + confidence / 2.0, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    m = float(x.mean())
+    return float(x.mean()), float(t.ppf(0.5 + confidence / 2.0, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+
+
+def t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Student-t confidence interval of the mean of ``samples`` (``(None, None)`` if fewer than 2)."""
+    m, half = mean_halfwidth(samples, confidence)
+    if not math.isfinite(half):
+        return None, None
     return m - half, m + half
 
 
@@ -110,12 +121,12 @@ def build_summary(run: EvaluationRun) -> dict[str, Any]:
     return doc
 
 
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """NaN/inf -> None, numpy scalars -> Python, recursively (strict JSON)."""
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, (float, np.floating)):
         return _finite(float(obj))
     if isinstance(obj, np.integer):
@@ -124,7 +135,7 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json(path: Path, doc: Any) -> Path:
-    path.write_text(json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n")
+    path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
     return path
 
 
