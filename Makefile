@@ -2,6 +2,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 
 .PHONY: install test demo bench bench-learning clean
 
@@ -9,15 +10,21 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# torch first (the local CPU build), then the project and its dev extra.
+# torch first (the local CPU build), then the project and its dev extra (pytest, hypothesis).
+# Ray (~240 MB) is not installed here: only `--vector ray` and its test need it (`make test`).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# the optional ray extra, for the test suite's local-Ray rollout test
+$(RAY_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	touch $(RAY_STAMP)
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(RAY_STAMP)
 	$(BIN)/python -m pytest -q
 
 DEMO_CKPT := checkpoints/synthetic-3.pt

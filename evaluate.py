@@ -8,8 +8,9 @@
 Every scheduler runs on the same workload seeds ``S .. S+K-1`` (``--seed-offset S``, default
 100000: training uses seeds >= 1,000,000 and in-training validation 10,000 + j, so the two
 never overlap). Writes ``summary.json``, ``tasks.csv``, ``run.json``, ``scenario.yaml`` and PNG
-plots to ``--out`` and prints a table. Exit codes: 0 success, 2 bad input (message on
-stderr), 1 internal error, 130 interrupted.
+plots to ``--out`` and prints a table. ``key=value`` scenario overrides may stand anywhere on
+the command line. Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error,
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--scenario", help="scenario name or YAML path (with --report: comma-separated subset)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
-                   help="policy checkpoint; repeat for several. Named after the policy variant (tapfinger, no-han, "
-                        "no-pointer, vanilla); a repeated variant gets -2, -3, ...")
-    p.add_argument("--schedulers", default="all", help="'all' (every available baseline) or a,b,... (default all)")
+                   help="policy checkpoint; repeat for several. One checkpoint is named after its policy variant "
+                        "(tapfinger, no-han, no-pointer, vanilla); several are named after their files "
+                        "(runs/a/best.pt -> best, or a/best when two stems are equal)")
+    p.add_argument("--schedulers", default="all",
+                   help="'all' (every available baseline) or a,b,... (default all); options after a colon, "
+                        "as in benchmarks/baselines.py: optimus:preemptive=false,oracle=true")
     p.add_argument("--seeds", type=int, default=5, help="number of workload seeds K (default 5)")
     p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
                    help=f"first workload seed S (default {DEFAULT_SEED_OFFSET}, disjoint from training seeds)")
@@ -47,9 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every scenario with checkpoints/<scenario>.pt when present; write <out>/REPORT.md")
     p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help="with --report: where <scenario>.pt checkpoints are looked up (default checkpoints/)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="scenario overrides")
     return p
+
+
+#: fewer seeds than this give wide confidence intervals (t with K - 1 degrees of freedom): warn
+MIN_SEEDS_FOR_CI = 5
 
 
 def _device(name: str) -> str:
@@ -77,6 +85,10 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     seeds = list(range(args.seed_offset, args.seed_offset + args.seeds))
+    if args.seeds < MIN_SEEDS_FOR_CI:
+        why = ("1 seed gives no confidence interval" if args.seeds == 1 else
+               f"{args.seeds} seeds give wide 95% intervals (Student t with {args.seeds - 1} degree(s) of freedom)")
+        print(f"warning: {why}; use --seeds {MIN_SEEDS_FOR_CI} or more to compare schedulers", file=sys.stderr)
     if seeds[-1] >= TRAIN_SEED_MIN:
         print(f"warning: seeds reach {seeds[-1]} >= {TRAIN_SEED_MIN}: they may overlap training workloads",
               file=sys.stderr)
@@ -88,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
     from envs.config import ConfigError, load_scenario
 
+    if args.device != "cpu" and not (args.checkpoint or args.report):
+        raise ConfigError(f"--device {args.device} only applies to a policy: give --checkpoint PATH (baselines run "
+                          "on the CPU)")
     seeds = _seeds(args)
     device = _device(args.device) if (args.checkpoint or args.report) else "cpu"
-    progress = not args.quiet
+    progress = not args.quiet and sys.stderr.isatty()  # a bar in a log file is escape-code noise
     if args.report:
         from agents.evaluation.report import CHECKPOINT_DIR, run_report
 
@@ -123,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)  # key=value overrides may stand between the flags
     args.command = "python evaluate.py " + shlex.join(argv)
     from envs.config import ConfigError
     from envs.trace_fit import TraceError

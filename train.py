@@ -6,9 +6,10 @@
 
 ``key=value`` overrides: ``train.<field>`` (see ``agents/train_config.py``), ``policy.<field>``
 (``agents/policy.py``), ``scenario.<key>`` or a plain scenario key (dotted keys reach nested
-fields). Writes ``<logdir>/<run-name>/`` with ``config.yaml``, TensorBoard events, ``last.pt``
-and ``best.pt``. Exit codes: 0 done, 2 bad input, 130 interrupted (``last.pt`` saved),
-1 internal error.
+fields); they may stand anywhere on the command line, before or after the flags. Writes
+``<logdir>/<run-name>/`` with ``config.yaml``, TensorBoard events, ``last.pt`` and ``best.pt``.
+Prints one line per evaluation (``step X: eval mean JCT Y (best Z at step S)``). Exit codes:
+0 done, 2 bad input (one line on stderr), 130 interrupted (``last.pt`` saved), 1 internal error.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Overrides: train.<field>=v, policy.<field>=v, scenario.<key>=v or <scenario key>=v.",
     )
     p.add_argument("--config", help="scenario name (e.g. sjf-3) or YAML path (configs/<scenario>.yaml)")
-    p.add_argument("--steps", type=int, help="total env steps (default 2,000,000; rounded up to whole evaluations)")
+    p.add_argument("--steps", type=int, help="total env steps (default 2,000,000); rounded up to whole evaluation "
+                   "intervals (train.eval_every) of whole collection batches (train.collect_steps, default 128 x envs)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="auto (default) picks CUDA when present")
     p.add_argument("--envs", type=int, help="parallel training envs (default 32)")
     p.add_argument("--seed", type=int, help="run seed (default 0)")
@@ -34,14 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="PATH", help="continue a run from its last.pt (or run directory)")
     p.add_argument("--variant", choices=("tapfinger", "no-han", "no-pointer", "vanilla"), help="policy variant")
     p.add_argument("--vector", choices=("dummy", "subproc", "ray"), help="vector env (default: dummy for 1 env, else subproc)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars or status lines (bars are off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return p
 
 
+#: seconds between plain status lines when the progress bars are off (stderr not a terminal)
+STATUS_EVERY_S = 30.0
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """Plain range checks, done before torch is imported; the error message or None."""
+    for name, low in (("steps", 1), ("envs", 1), ("seed", 0)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            return f"--{name} must be >= {low}, got {value}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_intermixed_args(argv)  # key=value overrides may stand between the flags
+    problem = check_arguments(args)
+    if problem:
+        print(f"train.py: error: {problem}", file=sys.stderr)
+        return 2
     from envs.config import ConfigError
+    from envs.trace_fit import TraceError
 
     try:
         from agents.training import TrainingInterrupted, check_environment, prepare_run, run_training
@@ -54,13 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "steps": args.steps, "device": args.device, "envs": args.envs, "seed": args.seed,
             "logdir": args.logdir, "vector": args.vector,
         }
-        if args.quiet:
-            flags["progress"] = False
+        terminal = sys.stderr.isatty()
+        if args.quiet or not terminal:
+            flags["progress"] = False  # tqdm bars leave escape codes in logs
         spec = prepare_run(args.config, args.overrides, flags=flags, variant=args.variant, resume=args.resume)
+        spec.eval_lines = True
+        if not args.quiet and not terminal:
+            spec.status_every_s = STATUS_EVERY_S
         device = check_environment(spec)
         print(f"run directory: {spec.run_dir}  (device {device})", flush=True)
+        print(_plan_line(spec), flush=True)
         result = run_training(spec, device)
-    except ConfigError as exc:
+    except (ConfigError, TraceError) as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the trainer started: nothing to save
@@ -71,12 +98,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\ninterrupted at {r.env_steps} env steps; saved {r.last_path} (resume with --resume {r.last_path})",
               file=sys.stderr)
         return 130
-    jct = "n/a" if result.best_mean_jct is None else f"{result.best_mean_jct:.3f}"
     print(
         f"done: {result.env_steps} env steps, {result.gradient_steps} gradient steps, "
-        f"{result.wall_s:.0f} s; best evaluation mean JCT {jct}; checkpoints in {result.run_dir}"
+        f"{result.wall_s:.0f} s; {_best_text(result)}; checkpoints in {result.run_dir}"
     )
     return 0
+
+
+def _plan_line(spec) -> str:
+    """How ``--steps`` was rounded: evaluation intervals of whole collection batches."""
+    t = spec.train
+    done = int(((spec.resume or {}).get("counters") or {}).get("env_step", 0))
+    planned = t.planned_env_steps(done)
+    epoch_len, epochs = t.epoch_plan(done)
+    if planned is None:
+        return (f"plan: {t.steps} env steps in {epochs} evaluation interval(s) of {epoch_len}; "
+                f"collections of {t.collect_episodes} whole episodes (the total depends on episode lengths)")
+    return (f"plan: {planned} env steps ({epochs} evaluation interval(s) of {epoch_len} steps, each rounded up to "
+            f"whole collection batches of {t.collection_batch()}; --steps was {t.steps})")
+
+
+def _best_text(result) -> str:
+    if result.best_mean_jct is None:
+        return "no evaluation finished"
+    text = f"best evaluation mean JCT {result.best_mean_jct:.3f}"
+    if result.best_env_step is not None:  # None: resumed from a checkpoint older than the counter
+        text += f" at env step {result.best_env_step}"
+    if result.best_env_step == 0:
+        text += (" (the untrained model: no later evaluation beat it; best.pt holds the initial weights. "
+                 "Train longer, see README 'Training budget')")
+    return text
 
 
 if __name__ == "__main__":

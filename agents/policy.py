@@ -39,7 +39,9 @@ from agents.conflict import PRIORS, resolve_conflicts
 from envs.config import ConfigError, ScenarioConfig
 from envs.config import from_dict as scenario_from_dict
 from envs.config import to_dict as scenario_to_dict
+from envs.observation import KEYS
 from envs.observation import ObservationSpec
+from networks.dense_han import DenseGraphEncoder
 from networks.graph import EncoderOutput, canonical_slots
 from networks.han import GraphEncoder
 from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector
@@ -47,15 +49,13 @@ from networks.mlp_encoder import MLPEncoder
 from networks.pointer import PointerNet
 
 POLICY_VARIANTS = ("tapfinger", "no-han", "no-pointer", "vanilla")
-OBS_KEYS = (
-    "pending_x", "pending_mask", "pending_where", "pending_min", "alloc_high", "feasible",
-    "running_x", "running_mask", "cluster_x",
-)
+ENCODERS = ("dense", "pyg")
+#: dtypes :meth:`TapFingerPolicy.as_tensors` gives the mask and index arrays of the observation
+_OBS_DTYPES = {
+    "pending_mask": torch.bool, "feasible": torch.bool, "running_mask": torch.bool,
+    "pending_where": torch.int64, "pending_min": torch.int64, "alloc_high": torch.int64,
+}
 CHECKPOINT_KEYS = ("model", "policy_config", "scenario", "obs_spec")
-
-
-class CheckpointError(ValueError):
-    """A policy checkpoint is unreadable, incomplete, or does not fit the model or scenario."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -73,7 +73,10 @@ class PolicyConfig:
     size. ``mlp_layers``: depth of the ``no-han``/``vanilla`` encoder. ``shared_actors``: one
     set of actor/critic-head weights for any number of clusters (False: one per agent, the
     paper's layout, tied to the scenario's N). ``prior``: conflict prior, ``paper`` (eq. 11)
-    or ``code`` (the reference code's softmax).
+    or ``code`` (the reference code's softmax). ``encoder``: how the HAN runs, ``dense``
+    (default: masked attention over the padded observation axes, static shapes, no host sync)
+    or ``pyg`` (the reference: a torch-geometric heterogeneous graph built per forward); both
+    hold the same parameters and compute the same function, so any checkpoint loads into either.
     """
 
     variant: str = "tapfinger"
@@ -90,12 +93,15 @@ class PolicyConfig:
     pointer_ffn: int = 128
     mlp_layers: int = 4
     alloc_head: str = "factorised"
+    encoder: str = "dense"
 
     def __post_init__(self) -> None:
         if self.variant not in POLICY_VARIANTS:
             raise ConfigError(f"policy variant must be one of {list(POLICY_VARIANTS)}, got {self.variant!r}")
         if self.alloc_head not in AllocationHead.FORMS:
             raise ConfigError(f"policy.alloc_head must be one of {list(AllocationHead.FORMS)}, got {self.alloc_head!r}")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"policy encoder must be one of {list(ENCODERS)}, got {self.encoder!r}")
         if self.prior not in PRIORS:
             raise ConfigError(f"policy prior must be one of {list(PRIORS)}, got {self.prior!r}")
         for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers", "pointer_heads", "pointer_ffn",
@@ -139,18 +145,16 @@ class PolicyConfig:
 # ---------------------------------------------------------------------------------------
 # Observation helpers
 # ---------------------------------------------------------------------------------------
-def spec_dims(spec: Any) -> dict[str, Any]:
-    """The spec numbers the policy depends on, as a plain dict."""
-    K = int(spec.K)
-    alloc = tuple(int(a) for a in spec.alloc_dims)
+def spec_dims(spec: ObservationSpec) -> dict[str, Any]:
+    """The spec numbers the policy depends on, as a plain dict (all read from the spec)."""
     return {
         "N": int(spec.N),
         "P": int(spec.P),
-        "K": K,
-        "alloc_dims": alloc,
-        "pending_features": int(getattr(spec, "Fp", K + 5)),
-        "running_features": int(getattr(spec, "Fr", K + 4)),
-        "cluster_features": int(getattr(spec, "Fc", 6)),
+        "K": int(spec.K),
+        "alloc_dims": tuple(int(a) for a in spec.alloc_dims),
+        "pending_features": int(spec.Fp),
+        "running_features": int(spec.Fr),
+        "cluster_features": int(spec.Fc),
     }
 
 
@@ -168,15 +172,22 @@ def spec_to_dict(spec: Any) -> dict[str, Any]:
 
 
 def obs_to_torch(
-    obs: Mapping[str, Any], device: torch.device | str = "cpu", add_batch: bool | None = None
+    obs: Any, device: torch.device | str = "cpu", add_batch: bool | None = None
 ) -> dict[str, Tensor]:
-    """Numpy (or tensor) observation dict -> tensors on ``device``; adds a batch dim to single observations."""
-    if add_batch is None:
-        add_batch = np.ndim(obs["pending_mask"]) == 2
+    """Observation (dict, tianshou ``Batch`` or any mapping of numpy arrays or tensors with the
+    contract's keys :data:`envs.observation.KEYS`) -> dict of tensors on ``device``.
+
+    ``add_batch`` (default: when ``pending_mask`` is 2-D) adds a leading batch dimension to a
+    single observation. Tensors already on ``device`` are not copied.
+    """
     out = {}
-    for k in OBS_KEYS:
-        t = torch.as_tensor(obs[k], device=device)
-        out[k] = t.unsqueeze(0) if add_batch else t
+    for k in KEYS:
+        v = obs[k]
+        out[k] = v.to(device) if isinstance(v, Tensor) else torch.as_tensor(v, device=device)
+    if add_batch is None:
+        add_batch = out["pending_mask"].dim() == 2
+    if add_batch:
+        out = {k: v.unsqueeze(0) for k, v in out.items()}
     return out
 
 
@@ -235,7 +246,8 @@ class TapFingerPolicy(nn.Module):
         c = self.cfg
         H = c.hidden
         if c.variant in ("tapfinger", "no-pointer"):
-            self.encoder: nn.Module = GraphEncoder(
+            cls = DenseGraphEncoder if c.encoder == "dense" else GraphEncoder
+            self.encoder: nn.Module = cls(
                 d["pending_features"], d["running_features"], d["cluster_features"],
                 hidden=H, layers=c.han_layers, heads=c.heads, faithful=c.faithful, self_relation=c.self_relation,
             )
@@ -263,12 +275,18 @@ class TapFingerPolicy(nn.Module):
 
     def as_tensors(self, obs: Mapping[str, Any]) -> dict[str, Tensor]:
         """The observation's arrays as tensors on the policy's device (numpy, tensors or any
-        mapping-like batch with the contract's keys and a leading batch dimension)."""
+        mapping-like batch with the contract's keys and a leading batch dimension).
+
+        Masks become ``bool`` and index arrays ``int64`` once here, so the layers after it do
+        not convert them again (float features keep their dtype)."""
+        device = self.device
         try:
-            out = {k: torch.as_tensor(obs[k], device=self.device) for k in OBS_KEYS}
+            out = {k: torch.as_tensor(obs[k], device=device) for k in KEYS}
         except (KeyError, AttributeError):
-            missing = [k for k in OBS_KEYS if k not in obs]
+            missing = [k for k in KEYS if k not in obs]
             raise ValueError(f"observation lacks key(s) {missing}") from None
+        for k, dtype in _OBS_DTYPES.items():
+            out[k] = out[k].to(dtype)
         shape = out["pending_mask"].shape
         if len(shape) != 3:
             raise ValueError(f"pending_mask must be (B, N, P) with a batch dimension, got shape {tuple(shape)}")
@@ -328,7 +346,7 @@ class TapFingerPolicy(nn.Module):
         lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
 
         low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-        canon, _ = canonical_slots(obs["pending_mask"], obs["pending_where"])
+        canon = enc.canon if enc.canon is not None else canonical_slots(obs["pending_mask"], obs["pending_where"])[0]
         key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
         active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
         conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
@@ -391,129 +409,5 @@ class TapFingerPolicy(nn.Module):
 # ---------------------------------------------------------------------------------------
 # Checkpoints
 # ---------------------------------------------------------------------------------------
-def check_compatible(policy: TapFingerPolicy, spec: Any) -> None:
-    """Raise :class:`CheckpointError` if ``policy`` cannot act on observations of ``spec``."""
-    have, want = policy.dims, spec_dims(spec)
-    problems = []
-    for key in ("K", "alloc_dims", "P", "pending_features", "running_features", "cluster_features"):
-        if have[key] != want[key]:
-            problems.append(f"{key}: model {have[key]} vs scenario {want[key]}")
-    if not policy.cfg.shared_actors and have["N"] != want["N"]:
-        problems.append(f"N: unshared actors built for {have['N']} clusters vs scenario {want['N']}")
-    if problems:
-        raise CheckpointError("checkpoint incompatible with the scenario: " + "; ".join(problems))
-
-
-def save_policy_checkpoint(
-    path: str | Path, policy: TapFingerPolicy, scenario_cfg: ScenarioConfig, extra: Mapping[str, Any] | None = None
-) -> Path:
-    """Write ``{model, policy_config, scenario, obs_spec, **extra}`` atomically with ``torch.save``."""
-    extra = dict(extra or {})
-    clash = sorted(set(extra) & set(CHECKPOINT_KEYS))
-    if clash:
-        raise ValueError(f"extra may not override checkpoint key(s) {clash}")
-    data = dict(extra)
-    data.update(
-        model=policy.state_dict(),
-        policy_config=policy.cfg.to_dict(),
-        scenario=scenario_to_dict(scenario_cfg),
-        obs_spec=spec_to_dict(policy.spec),
-    )
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(data, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    out = []
-    if missing:
-        out.append(f"missing {len(missing)} key(s), e.g. {missing[:3]}")
-    if unexpected:
-        out.append(f"unexpected {len(unexpected)} key(s), e.g. {unexpected[:3]}")
-    for k in sorted(set(own) & set(state)):
-        v = state[k]
-        if not isinstance(v, Tensor):
-            out.append(f"{k} is not a tensor")
-        elif tuple(v.shape) != tuple(own[k].shape):
-            out.append(f"{k}: shape {tuple(v.shape)} in file vs {tuple(own[k].shape)} for the config")
-    return out
-
-
-def load_policy_checkpoint(
-    path: str | Path, device: str | torch.device = "cpu", scenario: ScenarioConfig | None = None
-) -> tuple[TapFingerPolicy, dict[str, Any]]:
-    """Load and validate a policy checkpoint; returns ``(policy in eval mode, meta)``.
-
-    ``meta`` is the checkpoint dict without ``model``, with ``scenario`` as a
-    :class:`ScenarioConfig` and ``policy_config`` as a :class:`PolicyConfig`. If ``scenario``
-    is given, the policy must be able to act on it (same K, allocation dims, P; same N for
-    unshared actors). Every problem raises :class:`CheckpointError`. Only load trusted files
-    (checkpoints are pickles).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
-    try:
-        data = torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a torch checkpoint: {exc}") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(data).__name__}, expected a dict")
-    missing = [k for k in CHECKPOINT_KEYS if k not in data]
-    if missing:
-        raise CheckpointError(f"checkpoint {str(path)!r} lacks key(s) {missing}")
-    try:
-        pcfg = PolicyConfig.from_dict(data["policy_config"])
-    except (ConfigError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
-    try:
-        scen = scenario_from_dict(data["scenario"])
-    except (ConfigError, TypeError, AttributeError) as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r}: bad scenario: {exc}") from None
-    spec = ObservationSpec.from_config(scen)
-    stored = data["obs_spec"]
-    if not isinstance(stored, Mapping):
-        raise CheckpointError(f"checkpoint {str(path)!r}: obs_spec must be a mapping")
-    fresh = spec_to_dict(spec)
-    diff = [k for k in fresh if k in stored and _plain(stored[k]) != _plain(fresh[k])]
-    if diff:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r}: obs_spec disagrees with its scenario on {diff} "
-            "(saved by an incompatible version of the observation builder?)"
-        )
-    policy = TapFingerPolicy(spec, pcfg)
-    state = data["model"]
-    if not isinstance(state, Mapping):
-        raise CheckpointError(f"checkpoint {str(path)!r}: model must be a state dict")
-    problems = _shape_problems(policy, state)
-    if problems:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r}: weights do not match the architecture in policy_config: " + "; ".join(problems)
-        )
-    policy.load_state_dict(state)
-    policy.to(device).eval()
-    if scenario is not None:
-        check_compatible(policy, ObservationSpec.from_config(scenario))
-    meta = {k: v for k, v in data.items() if k != "model"}
-    meta["scenario"] = scen
-    meta["policy_config"] = pcfg
-    return policy, meta
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
-        return int(v)
-    return v
+# one reader (safe loading only), the writer and CheckpointError live in agents/checkpoint.py
+from agents.checkpoint import CheckpointError, _plain, _shape_problems, check_compatible, load_policy_checkpoint, save_policy_checkpoint  # noqa: E402,F401,E501

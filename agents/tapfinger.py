@@ -2,10 +2,10 @@
 scheduler protocol of :mod:`envs.scheduling`, so it is evaluated exactly like the baselines.
 
 Each :meth:`TapFingerScheduler.decide` builds the observation of the simulator, runs the
-policy on it (batch 1) and turns the joint action into placements with the rules of
-:mod:`envs.joint_action` (agents in index order; a lost conflict, the void allocation, an
-empty slot, an out-of-bounds allocation or a task already claimed by a lower-index agent
-make the agent void). In ``multi`` mode the episode runner calls ``decide`` again after
+policy on it (batch 1) and turns the joint action into placements with the decoder the
+Gymnasium env uses, :func:`envs.joint_action.decode_joint_action` (agents in index order; a
+lost conflict, the void allocation, an empty slot, an out-of-bounds allocation or a task
+already claimed by a lower-index agent make the agent void). In ``multi`` mode the episode runner calls ``decide`` again after
 every round that placed something. Random draws (sampling when ``deterministic=False``,
 conflict tie-breaks) come from a ``torch.Generator`` seeded from the simulator's
 ``tiebreak`` stream, so the same seed gives the same decisions.
@@ -22,51 +22,23 @@ import torch
 from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
 from envs.config import ConfigError
 from envs.core import Simulator
+from envs.joint_action import decode_joint_action
 from envs.observation import ObservationSpec, build_observation
 from envs.scheduling import Decision
 
 
 def joint_action_to_decision(sim: Simulator, action: np.ndarray, skip: np.ndarray | None = None) -> Decision:
-    """Placements of a joint action ``(N, 3)`` under the :mod:`envs.joint_action` rules.
+    """Placements of a joint action ``(N, 3)``, decoded by :func:`envs.joint_action.decode_joint_action`.
 
-    Voids caused by a lost conflict or a lower-index claim are added to ``sim.conflicts``,
-    malformed requests (empty slot, allocation out of bounds) to ``sim.invalid``, deliberate
-    voids of agents that had a feasible task to ``sim.void`` (``skip``: agents with none).
-    Nothing is applied to ``sim`` here.
+    The one decoder the Gymnasium env uses too: conflicts, invalid requests and deliberate
+    voids are added to ``sim.conflicts`` / ``sim.invalid`` / ``sim.void`` exactly as the env
+    adds them; the placements are returned, not applied (the episode runner applies them).
+    ``skip`` is accepted for compatibility and ignored: the decoder derives "this agent had no
+    feasible task" from the simulator, which is the policy's skip mask.
     """
-    act = np.asarray(action, dtype=np.int64).reshape(sim.num_clusters, 3)
-    P = sim.pending.shape[1]
-    g1 = int(sim.max_alloc[1]) + 1
-    num_alloc = (int(sim.max_alloc[0]) + 1) * g1
-    out = Decision()
-    claimed: set[int] = set()
-    for i, (slot, a, lost) in enumerate(act.tolist()):
-        if lost == 1:
-            sim.conflicts += 1
-            continue
-        if not (0 <= slot < P and 0 <= a < num_alloc and lost == 0):
-            sim.invalid += 1
-            continue
-        if a == 0:
-            if skip is None or not skip[i]:
-                sim.void += 1
-            continue
-        task = int(sim.pending[i, slot])
-        if task < 0:
-            sim.invalid += 1
-            continue
-        if task in claimed:
-            sim.conflicts += 1
-            continue
-        cpu, gpu = divmod(a, g1)
-        lo = sim.min_req[sim.task_type[task]]
-        hi = sim.alloc_upper(i)
-        if cpu < lo[0] or gpu < lo[1] or cpu > hi[0] or gpu > hi[1] or (sim.single and sim.placed_this_step[i]):
-            sim.invalid += 1
-            continue
-        claimed.add(task)
-        out.placements.append((i, task, int(cpu), int(gpu)))
-    return out
+    decoded = decode_joint_action(sim, action)
+    decoded.add_counters(sim)
+    return Decision(placements=list(decoded.placements))
 
 
 class TapFingerScheduler:
@@ -107,7 +79,7 @@ class TapFingerScheduler:
             self.reset(sim)
         obs = obs_to_torch(build_observation(sim, self.spec), self.device)
         out = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
-        return joint_action_to_decision(sim, out.action[0].cpu().numpy(), out.skip[0].cpu().numpy())
+        return joint_action_to_decision(sim, out.action[0].cpu().numpy())
 
     def describe(self) -> dict[str, Any]:
         """Policy config and checkpoint metadata, for result files."""

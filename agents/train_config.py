@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from envs.config import ConfigError, parse_override
 
-VECTOR_KINDS = ("auto", "dummy", "subproc", "ray")
+VECTOR_KINDS = ("auto", "batch", "dummy", "subproc", "ray")
 DEVICES = ("auto", "cpu", "cuda")
 EVAL_SCENARIOS = ("train", "eval")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -52,9 +52,11 @@ class TrainConfig:
     """
 
     # -- budget and parallelism
-    steps: int = 2_000_000  # total env (logical) steps; rounded up to whole epochs
+    steps: int = 2_000_000  # total env (logical) steps; rounding: planned_env_steps()
     envs: int = 32  # training envs
-    vector: str = "auto"  # auto: dummy for 1 env, subproc otherwise; or dummy|subproc|ray
+    vector: str = "auto"  # auto = batch (the batched simulator); or dummy|subproc (one env each) | ray
+    workers: int | None = None  # batch: worker processes sharing the envs (None: 1, in process); ray: actors
+    ray_address: str | None = None  # --vector ray: an existing Ray cluster (None: $RAY_ADDRESS or a local Ray)
     seed: int = 0
     device: str = "auto"
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
@@ -101,6 +103,37 @@ class TrainConfig:
             return self.collect_steps
         return 128 * self.envs
 
+    def collection_batch(self) -> int | None:
+        """Env steps one collection really gathers: ``collect_steps`` rounded up to whole ``envs``."""
+        n = self.resolved_collect_steps()
+        return None if n is None else math.ceil(n / self.envs) * self.envs
+
+    def epoch_plan(self, done: int = 0) -> tuple[int, int]:
+        """``(env steps per evaluation interval, number of intervals)`` for the steps left after ``done``.
+
+        An interval is ``eval_every`` env steps, or all the steps left when fewer remain; the
+        budget is rounded up to whole intervals.
+        """
+        remaining = max(1, self.steps - done)
+        epoch_len = min(self.eval_every, remaining)
+        return epoch_len, math.ceil(remaining / epoch_len)
+
+    def planned_env_steps(self, done: int = 0) -> int | None:
+        """Env steps a run from ``done`` ends at (None in episode mode, where it depends on episode lengths).
+
+        The rounding rule of ``--steps``: the steps left are split into evaluation intervals
+        (:meth:`epoch_plan`), and every interval into whole collection batches
+        (:meth:`collection_batch`, ``collect_steps`` = 128 x envs by default): each interval
+        runs ``ceil(interval / batch) * batch`` env steps. E.g. ``--steps 3000`` with 8 envs
+        (batch 1024) runs 3072; ``--steps 250000 train.eval_every=16384
+        train.collect_steps=2048`` runs 16 x 16384 = 262144.
+        """
+        batch = self.collection_batch()
+        if batch is None:
+            return None
+        epoch_len, epochs = self.epoch_plan(done)
+        return done + epochs * math.ceil(epoch_len / batch) * batch
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -122,6 +155,8 @@ class TrainConfig:
         need(self.steps >= 1, f"steps must be >= 1, got {self.steps}")
         need(self.envs >= 1, f"envs must be >= 1, got {self.envs}")
         need(self.vector in VECTOR_KINDS, f"vector must be one of {list(VECTOR_KINDS)}, got {self.vector!r}")
+        need(self.workers is None or 1 <= self.workers <= self.envs,
+             f"workers must be between 1 and envs ({self.envs}), got {self.workers}")
         need(self.device in DEVICES, f"device must be one of {list(DEVICES)}, got {self.device!r}")
         need(self.seed >= 0, f"seed must be >= 0, got {self.seed}")
         need(self.torch_threads is None or self.torch_threads >= 1, "torch_threads must be >= 1")

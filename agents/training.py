@@ -4,22 +4,31 @@
 :class:`RunSpec` (scenario + policy + train config, run directory, optional checkpoint to
 resume); :func:`run_training` trains it with tianshou 2.0's on-policy trainer:
 
-* training envs: ``envs.gym_env.EdgeClustersEnv`` wrapped by :class:`TrainingEnv` (fixed
-  ``info`` schema, per-episode workload seeds drawn from ``[TRAIN_SEED_MIN, 2**62)``), in a
-  ``DummyVectorEnv`` (1 env), ``SubprocVectorEnv`` (default) or ``RayVectorEnv``;
-* evaluation: tianshou's test step on held-out workload seeds ``eval_seed + j`` (one
-  ``DummyVectorEnv`` env per episode), the deterministic policy, score = ``-mean JCT``;
+* training envs (``train.vector``): ``batch`` (default) -- :mod:`envs.batched` behind
+  :class:`~agents.vector_env.BatchVectorEnv`, in process or split over ``train.workers``
+  processes; ``ray`` -- the same split over Ray actors; ``dummy``/``subproc`` -- one
+  ``envs.gym_env.EdgeClustersEnv`` per env wrapped by :class:`TrainingEnv`. Every kind gives
+  env ``i`` the workload seeds of :class:`~agents.vector_env.SeedSchedule` key
+  ``(seed, restart, i)``, drawn from ``[TRAIN_SEED_MIN, 2**62)``, and the same ``info`` schema;
+* evaluation: tianshou's test step on held-out workload seeds ``eval_seed + j`` (one batched
+  env per episode), the deterministic policy, score = ``-mean JCT``;
   ``best.pt`` is saved whenever the evaluation mean JCT improves on the best of the run;
-* one tianshou *epoch* = ``eval_every`` env steps; ``last.pt`` is written at the end of
-  every epoch (tianshou's ``save_checkpoint_fn``), every ``save_every`` env steps, at the end
-  of the run and on Ctrl-C;
-* TensorBoard scalars through tianshou's ``TensorboardLogger`` (``training/``, ``update/``,
-  ``test/``, ``info/``) plus ``system/`` (throughput, CPU/GPU utilisation of the machine).
+* one tianshou *epoch* = one evaluation interval (:meth:`TrainConfig.epoch_plan`; the
+  rounding of ``--steps`` is :meth:`TrainConfig.planned_env_steps`); ``last.pt`` is written at
+  the end of every epoch (tianshou's ``save_checkpoint_fn``), every ``save_every`` env steps,
+  at the end of the run and on Ctrl-C; every evaluation prints one line
+  ``step X: eval mean JCT Y (best Z at step S)`` (tianshou's own ``test_reward`` line is off);
+* TensorBoard scalars through a subclass of tianshou's ``TensorboardLogger`` that keeps only
+  :data:`TENSORBOARD_KEEP` (``training/``, ``update/``, ``test/``) plus ``system/``
+  (throughput, CPU/GPU utilisation of the machine, :class:`SystemMonitor`).
 
-Checkpoints are written with :func:`agents.policy.save_policy_checkpoint` (keys ``model``,
+The scenario is checked (:func:`check_scenario`: progress functions, trace files) by
+:func:`prepare_run`, before any worker process or run directory exists.
+
+Checkpoints are written with :func:`agents.checkpoint.save_policy_checkpoint` (keys ``model``,
 ``policy_config``, ``scenario``, ``obs_spec``) plus ``optimizer``, ``counters``, ``rng``,
-``train_config`` and ``return_scaler``; every value is a tensor or a plain Python value, so
-``torch.load(weights_only=True)`` reads them.
+``train_config`` and ``return_scaler``; every value is a tensor or a plain Python value, and
+every read goes through :func:`agents.checkpoint.read_checkpoint` (``weights_only=True``).
 """
 
 from __future__ import annotations
@@ -46,7 +55,10 @@ from tianshou.data import CollectStats
 
 from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, read_scenario_yaml, to_dict
 
-from .train_config import TRAIN_SEED_MIN, SplitOverrides, TrainConfig, apply_train_values, coerce, split_overrides
+from envs.batched import EPISODE_INFO, STEP_INFO
+
+from .vector_env import SeedSchedule
+from .train_config import SplitOverrides, TrainConfig, apply_train_values, coerce, split_overrides
 
 LAST = "last.pt"
 BEST = "best.pt"
@@ -54,34 +66,11 @@ CONFIG_FILE = "config.yaml"
 EVAL_BUFFER_PER_ENV = 256
 #: keys this module adds to the policy checkpoint
 CKPT_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
-#: per-step info fields kept by :class:`TrainingEnv` (all numeric, present on every step)
-STEP_INFO = ("placed", "void", "invalid", "conflicts")
-#: episode-end info fields (``ep_<name>``; zero until the episode ends)
-EPISODE_INFO = ("mean_jct", "num_finished", "steps", "conflicts", "invalid", "cpu_util", "gpu_util", "length")
 
 
 # =======================================================================================
 # environments
 # =======================================================================================
-class SeedSchedule:
-    """Workload seed of every episode of one env.
-
-    ``fixed`` (evaluation): the same seed at every reset. Otherwise (training) a fresh seed
-    per episode from a generator keyed by ``(run seed, restart, env index)``, always in
-    ``[TRAIN_SEED_MIN, 2**62)`` so training never sees an evaluation workload (evaluation
-    seeds are below ``TRAIN_SEED_MIN``; :class:`TrainConfig` checks that).
-    """
-
-    def __init__(self, key: Sequence[int] = (0,), fixed: int | None = None) -> None:
-        self.fixed = fixed
-        self._rng = np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
-
-    def next(self) -> int:
-        if self.fixed is not None:
-            return int(self.fixed)
-        return int(self._rng.integers(TRAIN_SEED_MIN, 2**62))
-
-
 class TrainingEnv(gym.Wrapper):
     """Seeds every episode from a :class:`SeedSchedule` and gives ``info`` a fixed schema.
 
@@ -136,10 +125,8 @@ def make_env(scenario: Mapping[str, Any], seed_key: Sequence[int] = (0,), fixed_
 
 
 def vector_kind(train: TrainConfig) -> str:
-    """``dummy`` for one env, ``subproc`` otherwise, unless ``train.vector`` says otherwise."""
-    if train.vector != "auto":
-        return train.vector
-    return "dummy" if train.envs == 1 else "subproc"
+    """``batch`` (the batched simulator) unless ``train.vector`` names another kind."""
+    return "batch" if train.vector == "auto" else train.vector
 
 
 def ray_available() -> bool:
@@ -166,9 +153,42 @@ def build_vector_env(kind: str, env_fns: list[Callable[[], gym.Env]]) -> Any:
 
 
 def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int) -> Any:
+    """The training vector env; env ``i`` draws its workload seeds from key ``(seed, restart, i)``
+    whatever the kind, so every kind trains on the same workloads."""
+    kind = vector_kind(train)
+    keys = [(train.seed, restart, i) for i in range(train.envs)]
+    if kind in ("batch", "ray"):
+        return batched_vector_env(kind, scenario, train.envs, train.workers, train.ray_address, seed_keys=keys)
     raw = to_dict(scenario)
-    fns = [functools.partial(make_env, raw, (train.seed, restart, i)) for i in range(train.envs)]
-    return build_vector_env(vector_kind(train), fns)
+    return build_vector_env(kind, [functools.partial(make_env, raw, key) for key in keys])
+
+
+def batched_vector_env(
+    kind: str,
+    scenario: ScenarioConfig,
+    num_envs: int,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    **seeds: Any,
+) -> Any:
+    """``batch``: one batched simulator in this process (``workers`` in (None, 1)) or split over
+    ``workers`` processes; ``ray``: split over Ray actors (``workers``, default one per CPU, at
+    most one per env), at ``ray_address`` / ``$RAY_ADDRESS`` or a local Ray."""
+    from .vector_env import BatchVectorEnv, ShardedBatchVectorEnv
+
+    if kind == "ray":
+        if not ray_available():
+            raise ConfigError(
+                "--vector ray needs the optional 'ray' extra: pip install '.[ray]' (or pip install 'ray[default]')"
+            )
+        import os
+
+        actors = workers or min(num_envs, os.cpu_count() or 1)
+        address = ray_address or os.environ.get("RAY_ADDRESS") or None
+        return ShardedBatchVectorEnv(scenario, num_envs, actors, "ray", ray_address=address, **seeds)
+    if workers is None or workers == 1:
+        return BatchVectorEnv(scenario, num_envs, **seeds)
+    return ShardedBatchVectorEnv(scenario, num_envs, workers, "process", **seeds)
 
 
 def evaluation_scenario(scenario: ScenarioConfig, train: TrainConfig) -> ScenarioConfig:
@@ -176,9 +196,9 @@ def evaluation_scenario(scenario: ScenarioConfig, train: TrainConfig) -> Scenari
 
 
 def evaluation_envs(scenario: ScenarioConfig, train: TrainConfig) -> Any:
-    raw = to_dict(evaluation_scenario(scenario, train))
-    fns = [functools.partial(make_env, raw, (0,), train.eval_seed + j) for j in range(train.eval_episodes)]
-    return build_vector_env("dummy", fns)
+    """One in-process batched env per held-out workload ``eval_seed + j`` (replayed at every evaluation)."""
+    seeds = [train.eval_seed + j for j in range(train.eval_episodes)]
+    return batched_vector_env("batch", evaluation_scenario(scenario, train), len(seeds), fixed_seeds=seeds)
 
 
 # =======================================================================================
@@ -255,34 +275,35 @@ def evaluation_score(stats: Any) -> float:
     return -float(stats.mean_jct) - penalty
 
 
-_PROCESS: Any = None
-
-
-def _system_sample() -> dict[str, float]:
+class SystemMonitor:
     """Machine utilisation for ``system/*`` scalars (best effort, never raises).
 
-    CPU percentages cover the time since the previous call (machine-wide and this process,
-    the latter can exceed 100 with several threads).
+    One per run (:class:`_Session`); CPU percentages cover the time since the previous
+    :meth:`sample` (machine-wide and this process, the latter can exceed 100 with several threads).
     """
-    global _PROCESS
-    out: dict[str, float] = {}
-    try:
-        import psutil
 
-        if _PROCESS is None:
-            _PROCESS = psutil.Process()
-            _PROCESS.cpu_percent(interval=None)
-        out["cpu_percent"] = float(psutil.cpu_percent(interval=None))
-        out["process_cpu_percent"] = float(_PROCESS.cpu_percent(interval=None))
-    except Exception:  # pragma: no cover - psutil is a torch-geometric dependency
-        pass
-    if torch.cuda.is_available():
+    def __init__(self) -> None:
+        self._process: Any = None
+
+    def sample(self) -> dict[str, float]:
+        out: dict[str, float] = {}
         try:
-            out["gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
-            out["gpu_util_percent"] = float(torch.cuda.utilization())
-        except Exception:  # nvml missing: memory only
+            import psutil
+
+            if self._process is None:
+                self._process = psutil.Process()
+                self._process.cpu_percent(interval=None)
+            out["cpu_percent"] = float(psutil.cpu_percent(interval=None))
+            out["process_cpu_percent"] = float(self._process.cpu_percent(interval=None))
+        except Exception:  # pragma: no cover - psutil is a torch-geometric dependency
             pass
-    return out
+        if torch.cuda.is_available():
+            try:
+                out["gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
+                out["gpu_util_percent"] = float(torch.cuda.utilization())
+            except Exception:  # nvml missing: memory only
+                pass
+        return out
 
 
 # =======================================================================================
@@ -297,6 +318,11 @@ class RunSpec:
     train: TrainConfig
     run_dir: Path
     resume: dict[str, Any] | None = None  # the loaded checkpoint when resuming
+    #: seconds between plain "step X/Y" status lines on stdout (None: none; used when the
+    #: progress bars are off because stdout/stderr is not a terminal)
+    status_every_s: float | None = None
+    #: print the one-line summary of every evaluation ("step X: eval mean JCT ..."; train.py sets it)
+    eval_lines: bool = False
 
 
 def _policy_module() -> Any:
@@ -355,21 +381,44 @@ def default_run_name(scenario: ScenarioConfig, policy: Any, train: TrainConfig) 
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a training checkpoint (a file, or a run directory holding ``last.pt``)."""
+    """Read a training checkpoint (a file, or a run directory holding ``last.pt``).
+
+    Reads with :func:`agents.checkpoint.read_checkpoint` (safe loading: tensors and plain
+    values only); every problem raises :class:`~agents.checkpoint.CheckpointError` (a
+    :class:`ConfigError`).
+    """
+    from .checkpoint import POLICY_KEYS, CheckpointError, read_checkpoint
+
     path = Path(path)
     if path.is_dir():
         path = path / LAST
-    if not path.is_file():
-        raise ConfigError(f"checkpoint {str(path)!r} not found")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # corrupt / not a torch file
-        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {exc}") from None
-    missing = [k for k in ("model", "policy_config", "scenario", *CKPT_KEYS) if k not in ckpt]
+    ckpt = read_checkpoint(path, map_location, required=())
+    missing = [k for k in (*POLICY_KEYS, *CKPT_KEYS) if k not in ckpt]
     if missing:
-        raise ConfigError(f"{path} is not a training checkpoint (missing {missing}); resume needs a last.pt")
+        raise CheckpointError(
+            f"{path} is not a training checkpoint (missing {missing}); resume needs a last.pt written by train.py"
+        )
     ckpt["_path"] = str(path)
     return ckpt
+
+
+def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
+    """Fail early (ConfigError) on a scenario whose progress functions cannot be built.
+
+    Builds the progress functions of the training scenario and of the one evaluated during
+    training (a test-bed trace file is read and fitted here), in this process, before any
+    worker process or run directory exists.
+    """
+    from envs.progress import build_progress_functions
+    from envs.trace_fit import TraceError
+
+    try:
+        build_progress_functions(scenario)
+        evaluation = evaluation_scenario(scenario, train)
+        if evaluation is not scenario:
+            build_progress_functions(evaluation)
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def prepare_run(
@@ -411,6 +460,7 @@ def prepare_run(
     apply_train_values(train, flags)
     apply_train_values(train, split.train)
     train.validate()
+    check_scenario(scenario, train)
 
     if ckpt is not None:
         problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), ckpt["scenario"])]
@@ -535,6 +585,7 @@ class TrainResult:
     best_path: Path | None
     interrupted: bool
     wall_s: float
+    best_env_step: int | None = None  # env step of the evaluation that gave best.pt (0: the untrained model)
 
 
 class TrainingInterrupted(Exception):
@@ -545,11 +596,31 @@ class TrainingInterrupted(Exception):
         self.result = result
 
 
+#: the TensorBoard scalars tianshou's logger may write, per scope (everything else it logs --
+#: ``save/*``, ``info/*``, ``update/smoothed_loss/*`` copies, step counters, min/max/std
+#: statistics -- is dropped); ``system/*`` and ``test/best_mean_jct`` are written directly
+TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
+    "training": (
+        "returns_stat/mean", "mean_jct", "episode_length", "cpu_util", "gpu_util", "conflict_rate", "void_rate",
+        "invalid_rate", "placed_per_step", "truncated_episodes", "collect_speed", "n_collected_episodes",
+    ),
+    "test": (
+        "returns_stat/mean", "mean_jct", "episode_length", "cpu_util", "gpu_util", "conflict_rate", "void_rate",
+        "invalid_rate", "truncated_episodes",
+    ),
+    "update": (
+        "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance",
+        "grad_norm", "logp_mismatch", "active_fraction",
+    ),
+}
+
+
 def _make_logger(writer: Any, restored: tuple[int, int, int] | None) -> Any:
     from tianshou.utils import TensorboardLogger
 
     class RunLogger(TensorboardLogger):
-        """tianshou's TensorBoard logger whose resume counters come from the checkpoint."""
+        """tianshou's TensorBoard logger: resume counters from the checkpoint, only the
+        scalars of :data:`TENSORBOARD_KEEP`."""
 
         def restore_data(self) -> tuple[int, int, int]:
             if restored is None:
@@ -557,6 +628,16 @@ def _make_logger(writer: Any, restored: tuple[int, int, int] | None) -> Any:
             epoch, env_step, update_step = restored
             self.last_save_step = epoch
             return epoch, env_step, update_step
+
+        def write(self, step_type: str, step: int, data: dict[str, Any]) -> None:
+            keep = TENSORBOARD_KEEP.get(step_type.split("/")[0], ())
+            scope = step_type.split("/")[0]
+            for key in keep:
+                value = data.get(key)
+                if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+                    self.writer.add_scalar(f"{scope}/{key}", value, global_step=step)
+            if self.write_flush:
+                self.writer.flush()
 
     return RunLogger(writer, training_interval=1, test_interval=1, update_interval=1, info_interval=1, save_interval=1)
 
@@ -575,18 +656,23 @@ class _Session:
         self.restarts = int(counters.get("restarts", -1)) + 1
         self.best_score = float(counters.get("best_score", -math.inf))
         self.best_mean_jct: float | None = counters.get("best_mean_jct")
+        self.best_env_step: int | None = counters.get("best_env_step")
         self.last_score = -math.inf
         self.last_mean_jct: float | None = None
         self.last_save_env_step = int(counters.get("env_step", 0))
         self._tick: tuple[float, int] | None = None
+        self._status_at = time.perf_counter()
+        self.last_rate: float | None = None
+        self.monitor = SystemMonitor()
         best = spec.run_dir / BEST
         if spec.resume is not None and best.is_file():  # best.pt may be newer than last.pt
             try:
-                bc = torch.load(best, map_location="cpu", weights_only=True).get("counters", {})
+                bc = load_checkpoint(best).get("counters", {})
                 if float(bc.get("best_score", -math.inf)) > self.best_score:
                     self.best_score = float(bc["best_score"])
                     self.best_mean_jct = bc.get("best_mean_jct")
-            except Exception:
+                    self.best_env_step = bc.get("best_env_step", bc.get("env_step"))
+            except ConfigError:  # an unreadable best.pt is replaced by the next best
                 pass
 
     # ------------------------------------------------------------------ counters / saving
@@ -605,6 +691,7 @@ class _Session:
             "restarts": int(self.restarts),
             "best_score": float(self.best_score),
             "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
+            "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
         }
 
     def save(self, name: str, env_step: int | None = None, epoch: int | None = None) -> Path:
@@ -633,17 +720,47 @@ class _Session:
         if self._tick is not None:
             t0, s0 = self._tick
             if now > t0 and env_step > s0:
-                self.writer.add_scalar("system/env_steps_per_s", (env_step - s0) / (now - t0), env_step)
+                self.last_rate = (env_step - s0) / (now - t0)
+                self.writer.add_scalar("system/env_steps_per_s", self.last_rate, env_step)
         self._tick = (now, env_step)
-        for key, value in _system_sample().items():
+        for key, value in self.monitor.sample().items():
             self.writer.add_scalar(f"system/{key}", value, env_step)
+        self._status_line(env_step, now)
         every = self.spec.train.save_every
         if every is not None and env_step - self.last_save_env_step >= every:
             self.save(LAST, env_step=env_step, epoch=epoch - 1)
 
+    def _status_line(self, env_step: int, now: float) -> None:
+        """A plain progress line every ``status_every_s`` seconds (progress bars off)."""
+        every = self.spec.status_every_s
+        if every is None or now - self._status_at < every:
+            return
+        self._status_at = now
+        total = self.spec.train.planned_env_steps()
+        of = f"/{total}" if total else ""
+        pct = f" ({100 * env_step / total:.0f}%)" if total else ""
+        rate = f", {self.last_rate:.0f} env steps/s" if self.last_rate is not None else ""
+        print(f"step {env_step}{of}{pct}{rate}", flush=True)
+
     def compute_score_fn(self, stats: Any) -> float:
+        """tianshou's score of an evaluation; prints our one-line evaluation summary."""
         self.last_score = evaluation_score(stats)
         self.last_mean_jct = stats.mean_jct
+        if self.spec.eval_lines:
+            step = self.env_step()
+            if self.last_score > self.best_score:
+                best_jct, best_step = self.last_mean_jct, step
+            else:
+                best_jct, best_step = self.best_mean_jct, self.best_env_step
+            jct = "n/a" if stats.mean_jct is None else f"{stats.mean_jct:.3f}"
+            trunc = f", {stats.truncated_episodes} episode(s) truncated" if stats.truncated_episodes else ""
+            best = "n/a" if best_jct is None else f"{best_jct:.3f}"
+            at = "" if best_step is None else f" at step {best_step}"
+            line = f"step {step}: eval mean JCT {jct}{trunc} (best {best}{at})"
+            from tqdm import tqdm
+
+            tqdm.write(line, file=sys.stdout)
+            sys.stdout.flush()
         return self.last_score
 
     def save_best_fn(self, algorithm: Any) -> None:
@@ -651,6 +768,7 @@ class _Session:
         if self.last_score > self.best_score:
             self.best_score = self.last_score
             self.best_mean_jct = self.last_mean_jct
+            self.best_env_step = self.env_step()
             self.save(BEST)
         if self.best_mean_jct is not None:
             self.writer.add_scalar("test/best_mean_jct", self.best_mean_jct, self.env_step())
@@ -709,9 +827,37 @@ def _episode_buffer_size(scenario: ScenarioConfig) -> int:
     return 4 * scenario.num_tasks + 256
 
 
+def make_collectors(spec: RunSpec, algorithm: Any, train_envs: Any, test_envs: Any | None) -> tuple[Any, Any]:
+    """The training collector (a buffer sized for one collection) and the evaluation collector.
+
+    Both are :class:`~agents.vector_env.BatchCollector` over a
+    :class:`~agents.vector_env.BatchedReplayBuffer` (tianshou's classes with the per-env Python
+    loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
+    """
+    from .vector_env import BatchCollector, BatchedReplayBuffer
+
+    t = spec.train
+    n_steps = t.resolved_collect_steps()
+    if n_steps is not None:
+        per_env = math.ceil(n_steps / t.envs)
+    else:
+        per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(spec.scenario)
+    stats_cls = SchedulingCollectStats
+    train_collector = BatchCollector(
+        algorithm, train_envs, BatchedReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=stats_cls
+    )
+    test_collector = None
+    if test_envs is not None:
+        # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
+        test_collector = BatchCollector(
+            algorithm, test_envs, BatchedReplayBuffer(EVAL_BUFFER_PER_ENV * t.eval_episodes, t.eval_episodes),
+            collect_stats_class=stats_cls,
+        )
+    return train_collector, test_collector
+
+
 def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResult:
     """Train (or resume) one run; see the module docstring. Raises :class:`TrainingInterrupted` on Ctrl-C."""
-    from tianshou.data import Collector, VectorReplayBuffer
     from tianshou.trainer import OnPolicyTrainerParams
     from torch.utils.tensorboard import SummaryWriter
 
@@ -721,8 +867,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
         torch.set_num_threads(t.torch_threads)
     if spec.resume is None:
         seed_everything(t.seed)
-    spec.run_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+    start = time.perf_counter()  # the run directory is created by write_config, once the envs exist
 
     counters = (spec.resume or {}).get("counters", {})
     restarts = int(counters.get("restarts", -1)) + 1
@@ -742,25 +887,11 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
             restored = (int(counters["epoch"]), int(counters["env_step"]), int(counters["update_step"]))
         logger = _make_logger(writer, restored)
 
-        stats_cls = SchedulingCollectStats
         n_steps = t.resolved_collect_steps()
-        if n_steps is not None:
-            per_env = math.ceil(n_steps / t.envs)
-        else:
-            per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(spec.scenario)
-        train_collector = Collector(
-            algorithm, train_envs, VectorReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=stats_cls
-        )
-        # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
-        test_collector = Collector(
-            algorithm, test_envs, VectorReplayBuffer(EVAL_BUFFER_PER_ENV * t.eval_episodes, t.eval_episodes),
-            collect_stats_class=stats_cls,
-        )
+        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
 
-        env_step0 = int(counters.get("env_step", 0))
-        remaining = max(1, t.steps - env_step0)
-        epoch_len = min(t.eval_every, remaining)
-        max_epochs = session.completed_epochs + math.ceil(remaining / epoch_len)
+        epoch_len, epochs = t.epoch_plan(int(counters.get("env_step", 0)))
+        max_epochs = session.completed_epochs + epochs
         params = OnPolicyTrainerParams(
             training_collector=train_collector,
             test_collector=test_collector,
@@ -778,7 +909,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
             save_checkpoint_fn=session.save_checkpoint_fn,
             resume_from_log=spec.resume is not None,
             logger=logger,
-            verbose=t.progress,
+            verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
             show_progress=t.progress,
         )
         trainer = algorithm.create_trainer(params)
@@ -803,6 +934,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
             best_path=best if best.is_file() else None,
             interrupted=interrupted,
             wall_s=time.perf_counter() - start,
+            best_env_step=session.best_env_step,
         )
         if interrupted:
             raise TrainingInterrupted(result)

@@ -44,33 +44,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from agents.baselines import available_schedulers, make_scheduler  # noqa: E402
+from agents.evaluation.schedulers import is_scheduler_spec as is_spec  # noqa: E402
+from agents.evaluation.schedulers import parse_scheduler_spec as parse_spec  # noqa: E402
 from agents.evaluation.summary import json_safe, mean_halfwidth  # noqa: E402
 from envs.bound import bound_mean_jct  # noqa: E402
-from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario, parse_override  # noqa: E402
+from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario  # noqa: E402
 from envs.core import Simulator  # noqa: E402
 from envs.progress import ProgressFunction, build_progress_functions  # noqa: E402
 from envs.scheduling import run_episode  # noqa: E402
 
 BOUND = "bound"
 _CACHE: dict[str, tuple[ScenarioConfig, list[ProgressFunction]]] = {}
-
-
-def is_spec(token: str) -> bool:
-    """``name:opt=value,...`` (a scheduler with options), as opposed to a ``key=value`` override."""
-    return ":" in token.split("=", 1)[0]
-
-
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False, "oracle": True})``."""
-    name, _, rest = spec.partition(":")
-    options: dict[str, Any] = {}
-    for item in filter(None, rest.split(",")):
-        try:
-            key, value = parse_override(item)
-        except ConfigError as exc:
-            raise ConfigError(f"scheduler {spec!r}: option {item!r} is not of the form key=value") from exc
-        options[key] = value
-    return name, options
 
 
 def _make(spec: str):

@@ -3,11 +3,20 @@
 Keys (CPU always, CUDA too when available):
   ``<dev>-N<n>``        median ms of one ``act()`` at batch 1 (one scheduling round), after warm-up
   ``<dev>-N<n>-b64``    samples per second of ``act()`` on batches of 64 observations
+  ``<dev>-N6-b<big>``   samples per second of ``act()`` at a large batch (1024 on CPU, 4096 on CUDA)
   ``<dev>-N6-train-b256`` samples per second of ``evaluate()`` forward + backward (a PPO minibatch)
+  ``<dev>-N6-train-b<big>`` the same at the large batch
 Observations come from a simulator driven by random placements (realistic pending/running
 load). Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
+        [--encoder dense|pyg] [--faithful] [--big-threads 2]
+
+``--encoder`` picks the HAN implementation (``dense``, the default, or the torch-geometric
+reference ``pyg``), so before/after is one command each. ``--faithful`` measures the paper-size
+model (``PolicyConfig.paper()``: plain 6-layer HAN, hidden 256, with shared actors so the same
+weights serve every N). ``--big-threads`` sets the torch threads of the large-batch keys
+(default: ``--threads``).
 
 The last stdout line is one JSON object with every number, the same keys measured in process
 CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
@@ -25,7 +34,7 @@ import time
 import numpy as np
 import torch
 
-from agents.policy import POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
+from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from envs import Simulator, load_scenario
 from envs.observation import ObservationSpec, build_observation
 
@@ -81,13 +90,22 @@ def time_calls(fn, repeats: int, warmup: int, device: torch.device) -> tuple[flo
     return statistics.median(wall), statistics.median(cpu)
 
 
+def big_batch(device: torch.device) -> int:
+    """The large batch: 1024 on CPU, 4096 on an accelerator."""
+    return 1024 if device.type == "cpu" else 4096
+
+
 def bench_device(
-    device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool
+    device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool, big_threads: int | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """``(wall-clock results, process-CPU-time results)`` with the same keys."""
+    """``(wall-clock results, process-CPU-time results)`` with the same keys.
+
+    ``big_threads``: torch threads for the large-batch keys (default: unchanged).
+    """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
     tag = device.type
+    big = big_batch(device)
     for n in SIZES:
         spec, obs = loaded_observations(n, 64)
         torch.manual_seed(0)
@@ -101,20 +119,33 @@ def bench_device(
 
         w, c = time_calls(one, repeats, warmup, device)
         res[f"{tag}-N{n}"], cpu[f"{tag}-N{n}"] = round(1000.0 * w, 3), round(1000.0 * c, 3)
-        big = _batch(obs, device)
-        w, c = time_calls(lambda: pol.act(big, generator=gen), max(5, repeats // 5), 2, device)
+        b64 = _batch(obs, device)
+        w, c = time_calls(lambda: pol.act(b64, generator=gen), max(5, repeats // 5), 2, device)
         res[f"{tag}-N{n}-b64"], cpu[f"{tag}-N{n}-b64"] = round(64 / w, 1), round(64 / max(c, 1e-9), 1)
-        if train and n == 6:
-            many = _batch((obs * 4)[:256], device)
-            action = pol.act(many, generator=gen).action
+        if n != 6:
+            continue
+        many = _batch((obs * (big // len(obs) + 1))[:big], device)
+        action = pol.act(many, generator=gen).action
+        threads = torch.get_num_threads()
+        for size in (256, big) if train else ():
+            if size == big and big_threads:
+                torch.set_num_threads(big_threads)
+            sub, sub_action = {k: v[:size] for k, v in many.items()}, action[:size]
             pol.train()
 
             def step() -> None:
-                logp, ent, _, value = pol.evaluate(many, action)
+                logp, ent, _, value = pol.evaluate(sub, sub_action)
                 (logp.sum() + ent.sum() + value.sum()).backward()
 
-            w, c = time_calls(step, max(3, repeats // 10), 1, device)
-            res[f"{tag}-N6-train-b256"], cpu[f"{tag}-N6-train-b256"] = round(256 / w, 1), round(256 / max(c, 1e-9), 1)
+            w, c = time_calls(step, max(2, repeats // (10 if size == 256 else 20)), 1, device)
+            key = f"{tag}-N6-train-b{size}"
+            res[key], cpu[key] = round(size / w, 1), round(size / max(c, 1e-9), 1)
+            pol.eval()
+        if big_threads:
+            torch.set_num_threads(big_threads)
+        w, c = time_calls(lambda: pol.act(many, generator=gen), max(2, repeats // 20), 1, device)
+        res[f"{tag}-N6-b{big}"], cpu[f"{tag}-N6-b{big}"] = round(big / w, 1), round(big / max(c, 1e-9), 1)
+        torch.set_num_threads(threads)
     return res, cpu
 
 
@@ -126,21 +157,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variant", choices=POLICY_VARIANTS, default="tapfinger")
     ap.add_argument("--faithful", action="store_true", help="paper sizes (PolicyConfig.paper, shared actors)")
+    ap.add_argument("--encoder", choices=ENCODERS, default="dense", help="HAN implementation (default dense)")
+    ap.add_argument("--big-threads", type=int, default=None,
+                    help="torch threads for the large-batch keys (default: --threads)")
     ap.add_argument("--no-train", action="store_true", help="skip the forward+backward throughput")
     ap.add_argument("--cpu-only", action="store_true")
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.repeats < 1 or args.warmup < 0:
+    if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or (args.big_threads is not None and args.big_threads < 1):
         print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    cfg = PolicyConfig.paper(args.variant, shared_actors=True) if args.faithful else PolicyConfig(variant=args.variant)
+    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, encoder=args.encoder) if args.faithful
+           else PolicyConfig(variant=args.variant, encoder=args.encoder))
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))
     results: dict[str, object] = {}
     cpu_time: dict[str, float] = {}
     for dev in devices:
-        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train)
+        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train, args.big_threads)
         results.update(wall)
         cpu_time.update(cpu)
         if not args.json:
@@ -148,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                 unit = "samples/s" if "-b" in k else "ms/round"
                 print(f"{k:>22}: {v:>9} {unit:<9} (process CPU time: {cpu[k]})")
     results["cpu_time"] = cpu_time
-    results["settings"] = {"threads": args.threads, "repeats": args.repeats, "policy": cfg.to_dict(),
+    results["settings"] = {"threads": args.threads, "big_threads": args.big_threads or args.threads,
+                           "repeats": args.repeats, "policy": cfg.to_dict(),
                            "torch": torch.__version__}
     print(json.dumps(results))
     return 0

@@ -18,6 +18,10 @@ def __getattr__(name: str):
         from .pettingzoo_env import parallel_env
 
         return parallel_env
+    if name in ("BatchedEdgeClusters", "BatchStep"):
+        from . import batched
+
+        return getattr(batched, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -25,4 +29,5 @@ __all__ = [
     "ConfigError", "ScenarioConfig", "available_scenarios", "load_scenario", "Simulator",
     "Decision", "EpisodeResult", "Scheduler", "apply_decision", "run_episode",
     "ENV_ID", "register_envs", "EdgeClustersEnv", "parallel_env",
+    "BatchedEdgeClusters", "BatchStep",
 ]

@@ -141,10 +141,20 @@ def read_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict]:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(yaml_error_message(path, exc)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return path, raw
+
+
+def yaml_error_message(path: str | Path, exc: yaml.YAMLError) -> str:
+    """One line for a YAML parse error: ``file:line:column: not valid YAML: <problem>``."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context and context != problem else str(problem)
+    return f"{where}: not valid YAML: {' '.join(detail.split())}"
 
 
 def parse_override(text: str) -> tuple[str, Any]:

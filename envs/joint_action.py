@@ -25,6 +25,19 @@ were when the step began:
 A void agent leaves its task pending, so no task is ever lost. Conflicts and invalid
 requests are also added to ``sim.conflicts`` / ``sim.invalid``.
 
+*Void*, two counts with one definition each:
+
+* ``StepReport.void`` (the env's ``info["void"]``): every agent that placed nothing in this
+  joint action, whatever the reason (``N - placed``);
+* ``sim.void`` (the episode counter): *deliberate* voids only -- rule 3 applied to an agent
+  that had a feasible pending task when the step began (one whose minimum fits
+  ``min(free, per_task_max)``, and in ``single`` mode a cluster that has not placed yet in
+  this real step). An agent with nothing feasible that sends ``[0, 0, 0]`` is not counted.
+
+:func:`decode_joint_action` applies these rules without touching the simulator; both the
+Gymnasium env (:func:`apply_joint_action`) and the learned scheduler
+(:mod:`agents.tapfinger`) use it, so the two paths give identical placements and counters.
+
 Time: in ``single`` mode every joint action is followed by one real step
 (``sim.advance()``); in ``multi`` mode real time advances only after a joint action that
 placed nothing (:func:`needs_advance`).
@@ -69,8 +82,40 @@ def _as_joint(action: Any, n: int) -> np.ndarray:
     return arr
 
 
-def apply_joint_action(sim: Any, action: Any) -> StepReport:
-    """Apply the joint action's placements to ``sim`` (no time advance); see the module rules.
+@dataclass
+class DecodedAction:
+    """A joint action read against a simulator, nothing applied yet (:func:`decode_joint_action`).
+
+    ``placements``: ``(cluster, task, cpu, gpu)`` in agent order, every one valid against the
+    state as the step began; ``invalid``/``conflicts``: counts of rules 2, 4, 6 / 1, 5;
+    ``deliberate_void``: agents counted into ``sim.void`` (module docstring);
+    ``placed_mask``: ``(N,)`` agents that place a task.
+    """
+
+    placements: list[tuple[int, int, int, int]]
+    invalid: int
+    conflicts: int
+    deliberate_void: int
+    placed_mask: np.ndarray
+
+    @property
+    def placed(self) -> int:
+        return len(self.placements)
+
+    @property
+    def void(self) -> int:
+        """Agents that place nothing (``N - placed``)."""
+        return int(self.placed_mask.size) - self.placed
+
+    def add_counters(self, sim: Any) -> None:
+        """Add this action's conflicts, invalid requests and deliberate voids to ``sim``'s counters."""
+        sim.conflicts += self.conflicts
+        sim.invalid += self.invalid
+        sim.void += self.deliberate_void
+
+
+def decode_joint_action(sim: Any, action: Any) -> DecodedAction:
+    """Read a joint action ``(N, 3)`` under the module rules; ``sim`` is not modified.
 
     Never raises for any integer values; raises :class:`ActionShapeError` (a ``ValueError``)
     only when ``action`` is not ``N x 3`` integers.
@@ -88,8 +133,9 @@ def apply_joint_action(sim: Any, action: Any) -> StepReport:
     num_alloc = (max_c + 1) * g1
     blocked = sim.placed_this_step.tolist() if sim.single else [False] * n
     placed_mask = np.zeros(n, dtype=bool)
-    placed_tasks: list[int] = []
-    invalid = conflicts = 0
+    placements: list[tuple[int, int, int, int]] = []
+    placed_tasks: set[int] = set()
+    invalid = conflicts = deliberate = 0
     for i in range(n):
         slot, a, lost = act[i]
         if lost == 1:
@@ -98,7 +144,12 @@ def apply_joint_action(sim: Any, action: Any) -> StepReport:
         if not (0 <= slot < P and 0 <= a < num_alloc and lost == 0):
             invalid += 1
             continue
+        hi_c, hi_g = min(free[i][0], max_c), min(free[i][1], max_g)
         if a == 0:
+            if not blocked[i] and any(
+                t >= 0 and min_req[task_type[t]][0] <= hi_c and min_req[task_type[t]][1] <= hi_g for t in pending[i]
+            ):
+                deliberate += 1
             continue
         task = pending[i][slot]
         if task < 0:
@@ -109,21 +160,31 @@ def apply_joint_action(sim: Any, action: Any) -> StepReport:
             continue
         cpu, gpu = divmod(a, g1)
         lo_c, lo_g = min_req[task_type[task]]
-        if (
-            cpu < lo_c or gpu < lo_g or cpu > min(free[i][0], max_c) or gpu > min(free[i][1], max_g)
-            or blocked[i]
-        ):
+        if cpu < lo_c or gpu < lo_g or cpu > hi_c or gpu > hi_g or blocked[i]:
             invalid += 1
             continue
         # every condition of Simulator.can_place holds: the task was in this cluster's pending
         # set when the step began, is not placed by a lower-index agent, and fits (checked above)
-        sim.commit_placement(i, task, cpu, gpu)
         placed_mask[i] = True
-        placed_tasks.append(task)
-    sim.conflicts += conflicts
-    sim.invalid += invalid
-    placed = len(placed_tasks)
-    return StepReport(placed=placed, void=n - placed, invalid=invalid, conflicts=conflicts, placed_mask=placed_mask)
+        placed_tasks.add(task)
+        placements.append((i, int(task), int(cpu), int(gpu)))
+    return DecodedAction(placements, invalid, conflicts, deliberate, placed_mask)
+
+
+def apply_joint_action(sim: Any, action: Any) -> StepReport:
+    """Apply the joint action's placements to ``sim`` (no time advance); see the module rules.
+
+    Decodes with :func:`decode_joint_action`, commits the placements and adds the counters to
+    ``sim`` (``sim.conflicts``, ``sim.invalid``, ``sim.void``). Never raises for any integer
+    values; raises :class:`ActionShapeError` (a ``ValueError``) only when ``action`` is not
+    ``N x 3`` integers.
+    """
+    decoded = decode_joint_action(sim, action)
+    for i, task, cpu, gpu in decoded.placements:
+        sim.commit_placement(i, task, cpu, gpu)
+    decoded.add_counters(sim)
+    return StepReport(placed=decoded.placed, void=decoded.void, invalid=decoded.invalid,
+                      conflicts=decoded.conflicts, placed_mask=decoded.placed_mask)
 
 
 def needs_advance(sim: Any, report: StepReport) -> bool:

@@ -150,8 +150,11 @@ class EncoderOutput:
 
     ``task (B, N, P, H)``: embedding of the task in slot ``p`` of cluster ``i`` (a learned
     dummy vector for empty slots); ``cluster (B, N, H)``; ``glob (B, H)``: a whole-sample summary.
+    ``canon (B, N, P)``: optional, the first output of :func:`canonical_slots` when the encoder
+    computed it anyway (the policy reuses it to identify conflicting agents).
     """
 
     task: Tensor
     cluster: Tensor
     glob: Tensor
+    canon: Tensor | None = None

@@ -101,6 +101,11 @@ def test_smoke_run_tensorboard_scalars(smoke_run):
     assert 0.0 <= sc["training/conflict_rate"][-1][1] <= 1.0
     # the stored behaviour log-probs equal the recomputed ones (no sampling mismatch)
     assert all(abs(v) < 1e-4 for _, v in sc["update/logp_mismatch"])
+    # only the scalars a user reads: no save/*, info/*, smoothed copies or step counters
+    noise = [t for t in sc if t.startswith(("save/", "info/")) or "smoothed_loss" in t
+             or t in ("training/env_step", "test/env_step", "update/update_step")]
+    assert not noise, noise
+    assert len(sc) <= 40, sorted(sc)
 
 
 def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
@@ -122,7 +127,7 @@ def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
     assert after["gradient_steps"] > before["gradient_steps"]
     assert after["restarts"] == before["restarts"] + 1
     sc = _scalars(run_dir)  # same TensorBoard run directory: old and new events together
-    steps = [s for s, _ in sc["training/env_step"]]
+    steps = [s for s, _ in sc["training/collect_speed"]]
     assert steps == [40, 80, 120]
     assert [s for s, _ in sc["update/policy_loss"]] == [1, 2, 3]
 
@@ -193,7 +198,7 @@ def test_episode_mode_collects_whole_episodes(tmp_path):
     sc = _scalars(spec.run_dir)
     assert all(v == 2 for _, v in sc["training/n_collected_episodes"])
     lengths = [v for _, v in sc["training/episode_length"]]
-    steps = [s for s, _ in sc["training/env_step"]]
+    steps = [s for s, _ in sc["training/collect_speed"]]
     # every collection is exactly two whole episodes: the step counter grows by their lengths
     assert np.allclose(np.diff([0, *steps]), 2 * np.array(lengths))
     assert result.env_steps == steps[-1] >= 40
@@ -263,6 +268,7 @@ def test_per_agent_gae_matches_a_hand_computation():
         _pre_stats: dict = {}
         device = torch.device("cpu")
         compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
+        value_mask = staticmethod(MultiAgentPPO.value_mask)
         _gae_columns = MultiAgentPPO._gae_columns
 
         def _values(self, obs):

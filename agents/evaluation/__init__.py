@@ -19,6 +19,7 @@ from .runner import (
     EvaluationRun,
     SchedulerSpec,
     check_checkpoint,
+    checkpoint_names,
     default_workers,
     resolve_schedulers,
     run_evaluation,
@@ -27,7 +28,7 @@ from .summary import TIMING_FIELDS, build_summary, format_table, t_interval
 
 __all__ = [
     "DEFAULT_SEED_OFFSET", "POLICY_NAME", "TIMING_FIELDS", "EvaluationRun", "SchedulerSpec", "build_summary",
-    "check_checkpoint", "default_workers", "evaluate_scenario", "format_table", "resolve_schedulers",
+    "check_checkpoint", "checkpoint_names", "default_workers", "evaluate_scenario", "format_table", "resolve_schedulers",
     "run_evaluation", "t_interval", "write_outputs",
 ]
 

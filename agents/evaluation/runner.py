@@ -36,9 +36,9 @@ DEFAULT_SEED_OFFSET = 100_000
 #: intra-op threads, and on a busy machine they cost up to 100x (spin-waiting); parallelism
 #: comes from the worker processes instead
 TORCH_THREADS = 1
-#: name of the (first) learned policy in outputs
+#: name of a learned policy in ``--schedulers`` (stands for every ``--checkpoint``)
 POLICY_NAME = "tapfinger"
-#: names a checkpoint can get (see :func:`policy_names`)
+#: policy variant names (a single checkpoint is named after its variant, see :func:`checkpoint_names`)
 POLICY_PATTERN = re.compile(r"(tapfinger|no-han|no-pointer|vanilla)(-[0-9]+)?")
 
 
@@ -46,13 +46,14 @@ POLICY_PATTERN = re.compile(r"(tapfinger|no-han|no-pointer|vanilla)(-[0-9]+)?")
 class SchedulerSpec:
     """One column of the evaluation: a registry baseline or a policy checkpoint.
 
-    ``name`` is the label in every output; ``baseline`` the registry name (baselines);
-    ``checkpoint`` the file, ``variant`` its policy variant and ``trained_on`` the scenario
-    stored in it (policies).
+    ``name`` is the label in every output; ``baseline`` the registry name and ``options`` its
+    constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
+    ``variant`` its policy variant and ``trained_on`` the scenario stored in it (policies).
     """
 
     name: str
     baseline: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
     checkpoint: str = ""
     variant: str = ""
     trained_on: str | None = None
@@ -82,11 +83,8 @@ class EvaluationRun:
 # Choosing schedulers
 # ---------------------------------------------------------------------------------------
 def policy_names(variants: Sequence[str]) -> list[str]:
-    """Output names of checkpoints with these policy variants, in order.
-
-    A checkpoint is named after its variant (``tapfinger``, ``no-han``, ``no-pointer``,
-    ``vanilla``); a repeated variant gets ``-2``, ``-3``, ... (``tapfinger``, ``tapfinger-2``).
-    """
+    """Names of checkpoints by policy variant, a repeat getting ``-2``, ``-3`` (kept for callers
+    that only know variants; :func:`checkpoint_names` names ``--checkpoint`` files)."""
     count: dict[str, int] = {}
     out = []
     for v in variants:
@@ -95,41 +93,86 @@ def policy_names(variants: Sequence[str]) -> list[str]:
     return out
 
 
+def checkpoint_names(paths: Sequence[str | Path], variants: Sequence[str], taken: Sequence[str] = ()) -> list[str]:
+    """Output names of the ``--checkpoint`` files.
+
+    One checkpoint is named after its policy variant (``tapfinger``, ``no-han``, ...). Several
+    are named after their files: the stem (``runs/a/best.pt`` -> ``best``), with parent
+    folders added while two names are equal (``a/best``, ``b/best``), then ``-2``, ``-3`` for
+    the same file given twice. A name equal to a baseline's (``taken``) gets ``.pt`` appended.
+    """
+    if len(paths) == 1:
+        names = [variants[0]]
+    else:
+        parts = [Path(p).with_suffix("").parts or (str(p),) for p in paths]
+        depth = [1] * len(paths)
+        while True:
+            names = ["/".join(pt[-d:]) for pt, d in zip(parts, depth)]
+            clash = [i for i, n in enumerate(names) if names.count(n) > 1 and depth[i] < len(parts[i])]
+            if not clash:
+                break
+            for i in clash:
+                depth[i] += 1
+        names = policy_names(names)
+    return [f"{n}.pt" if n in taken else n for n in names]
+
+
 def resolve_schedulers(
     selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None
 ) -> list[SchedulerSpec]:
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
-    ``all`` is every available baseline. Every given checkpoint is loaded, checked against
-    ``cfg`` (:func:`check_checkpoint`) and evaluated, named by :func:`policy_names`, whether
-    or not the list names it; the list may name ``tapfinger`` (or a checkpoint's name) only
-    when a checkpoint is given. Unknown names and bad checkpoints raise :class:`ConfigError`.
+    ``all`` is every available baseline. A baseline may carry options
+    (``optimus:preemptive=false,oracle=true``, :mod:`.schedulers`); it is then labelled by that
+    text. Every given checkpoint is loaded, checked against ``cfg`` (:func:`check_checkpoint`)
+    and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
+    list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
+    Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
-    from agents.baselines import available_schedulers
+    from agents.baselines import available_schedulers, make_scheduler
+
+    from .schedulers import parse_scheduler_spec, split_scheduler_list
 
     known = available_schedulers()
     text = (selection or "").strip()
     if text == "all":
-        names = list(known)
+        items = list(known)
     else:
-        names = [s.strip() for s in text.split(",") if s.strip()]
-        if not names:
+        items = split_scheduler_list(text)
+        if not items:
             raise ConfigError(f"--schedulers is empty; give 'all' or some of: {', '.join(known + [POLICY_NAME])}")
-    unknown = [n for n in names if n not in known and not POLICY_PATTERN.fullmatch(n)]
-    if unknown:
-        raise ConfigError(
-            f"unknown scheduler(s) {unknown}; valid: {', '.join(known)}, and {POLICY_NAME} (needs --checkpoint)"
-        )
-    if not checkpoints and any(n not in known for n in names):
-        raise ConfigError(f"scheduler {POLICY_NAME!r} needs a policy checkpoint (--checkpoint PATH)")
-    specs = [SchedulerSpec(name=n, baseline=n) for n in dict.fromkeys(names) if n in known]
+    parsed = [(item, *parse_scheduler_spec(item)) for item in items]
+    specs: list[SchedulerSpec] = []
+    policy_items = []
+    unknown = []
+    for item, name, options in parsed:
+        if name in known:
+            make_scheduler(name, **options)  # bad options: ConfigError naming them
+            spec = SchedulerSpec(name=item if options else name, baseline=name, options=tuple(options.items()))
+            if spec.name not in [s.name for s in specs]:
+                specs.append(spec)
+        elif options:
+            unknown.append(item)
+        else:
+            policy_items.append(name)
     if checkpoints:
         if cfg is None:
             raise ValueError("resolve_schedulers needs the scenario to check checkpoints")
         infos = [check_checkpoint(p, cfg) for p in checkpoints]
-        for name, path, info in zip(policy_names([i["variant"] for i in infos]), checkpoints, infos):
-            specs.append(SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
-                                       trained_on=info["trained_on"]))
+        names = checkpoint_names(checkpoints, [i["variant"] for i in infos], taken=[s.name for s in specs])
+        unknown += [n for n in policy_items if n not in names and not POLICY_PATTERN.fullmatch(n)]
+        policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"], trained_on=info["trained_on"])
+                    for name, path, info in zip(names, checkpoints, infos)]
+    else:
+        unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
+        policies = []
+    if unknown:
+        raise ConfigError(
+            f"unknown scheduler(s) {unknown}; valid: {', '.join(known)}, and {POLICY_NAME} (needs --checkpoint)"
+        )
+    if policy_items and not checkpoints:
+        raise ConfigError(f"scheduler {POLICY_NAME!r} needs a policy checkpoint (--checkpoint PATH)")
+    specs += policies
     if not specs:
         raise ConfigError("no scheduler to evaluate")
     return specs
@@ -142,19 +185,50 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
-    from agents.policy import CheckpointError, load_policy_checkpoint
+    from agents.checkpoint import load_policy_checkpoint  # CheckpointError is a ConfigError
 
-    try:
-        policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
-    except CheckpointError as exc:
-        raise ConfigError(str(exc)) from None
+    policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None)}
 
 
 # ---------------------------------------------------------------------------------------
-# Jobs (module-level state so that spawned workers build it once)
+# Jobs
 # ---------------------------------------------------------------------------------------
-_STATE: dict[str, Any] = {}
+class Worker:
+    """What one evaluating process needs for its jobs: the scenario, the specs, the device, the
+    progress functions (built once) and the policies loaded so far (each checkpoint once)."""
+
+    def __init__(self, cfg: ScenarioConfig, specs: Sequence[SchedulerSpec], device: str) -> None:
+        self.cfg = cfg
+        self.specs = list(specs)
+        self.device = device
+        self.functions = build_progress_functions(cfg)
+        self.policies: dict[str, Any] = {}
+
+    def make_scheduler(self, spec: SchedulerSpec) -> Any:
+        """A fresh scheduler for one episode (a policy's weights are loaded once per worker)."""
+        if not spec.is_policy:
+            from agents.baselines import make_scheduler
+
+            return make_scheduler(spec.baseline, **dict(spec.options))
+        from agents.tapfinger import TapFingerScheduler
+
+        if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
+            self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
+        return TapFingerScheduler(policy=self.policies[spec.name], device=self.device, deterministic=True)
+
+    def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
+        """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
+        spec = self.specs[index]
+        scheduler = self.make_scheduler(spec)
+        result = run_episode(self.cfg, scheduler, seed, self.functions)  # CheckpointError: policy misfits
+        result.scheduler = spec.name
+        flag = getattr(scheduler, "preemptive", None)
+        return index, seed, result, (bool(flag) if flag is not None else None)
+
+
+#: the :class:`Worker` of a spawned evaluation process (set by :func:`_init_worker`)
+_PROCESS_WORKER: Worker | None = None
 
 
 def _torch_threads(specs: Sequence[SchedulerSpec]) -> int:
@@ -166,47 +240,24 @@ def _torch_threads(specs: Sequence[SchedulerSpec]) -> int:
     return torch.get_num_threads()
 
 
-def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, torch_threads: int) -> None:
-    """Per-process set-up: progress functions, and the torch thread budget for policies."""
-    _STATE.clear()
-    _STATE.update(cfg=cfg, specs=specs, device=device, functions=build_progress_functions(cfg), policies={})
+def _set_torch_threads(specs: Sequence[SchedulerSpec], torch_threads: int) -> None:
     if torch_threads > 0 and any(s.is_policy for s in specs):
         import torch
 
         torch.set_num_threads(torch_threads)
 
 
-def _make_scheduler(spec: SchedulerSpec) -> Any:
-    """A fresh scheduler for one episode (a policy's weights are loaded once per process)."""
-    if not spec.is_policy:
-        from agents.baselines import make_scheduler
-
-        return make_scheduler(spec.baseline)
-    from agents.policy import CheckpointError
-    from agents.tapfinger import TapFingerScheduler
-
-    policies = _STATE["policies"]
-    try:
-        if spec.name not in policies:
-            policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=_STATE["device"]).policy
-        return TapFingerScheduler(policy=policies[spec.name], device=_STATE["device"], deterministic=True)
-    except CheckpointError as exc:
-        raise ConfigError(str(exc)) from None
+def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, torch_threads: int) -> None:
+    """Spawned-process set-up: its :class:`Worker` and the torch thread budget for policies."""
+    global _PROCESS_WORKER
+    _PROCESS_WORKER = Worker(cfg, specs, device)
+    _set_torch_threads(specs, torch_threads)
 
 
 def _run_job(index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
-    """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
-    spec = _STATE["specs"][index]
-    scheduler = _make_scheduler(spec)
-    try:
-        result = run_episode(_STATE["cfg"], scheduler, seed, _STATE["functions"])
-    except Exception as exc:
-        if type(exc).__name__ == "CheckpointError":  # policy does not fit the scenario
-            raise ConfigError(str(exc)) from None
-        raise
-    result.scheduler = spec.name
-    flag = getattr(scheduler, "preemptive", None)
-    return index, seed, result, (bool(flag) if flag is not None else None)
+    """Entry point of a job in a spawned process."""
+    assert _PROCESS_WORKER is not None, "_init_worker did not run"
+    return _PROCESS_WORKER.run_job(index, seed)
 
 
 def bound_durations(cfg: ScenarioConfig, seeds: Sequence[int], functions: list[ProgressFunction]) -> list[np.ndarray]:
@@ -275,14 +326,13 @@ def run_evaluation(
 
     try:
         if workers == 1:
-            saved, threads = dict(_STATE), _torch_threads(specs)
+            threads = _torch_threads(specs)
             try:
-                _init_worker(cfg, specs, device, TORCH_THREADS)
+                worker = Worker(cfg, specs, device)
+                _set_torch_threads(specs, TORCH_THREADS)
                 for i, seed in jobs:
-                    collect(*_run_job(i, seed))
+                    collect(*worker.run_job(i, seed))
             finally:
-                _STATE.clear()
-                _STATE.update(saved)
                 if threads:
                     import torch
 

@@ -216,12 +216,13 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
     truncated = {name: sum(r.truncated for r in res) for name, res in run.results.items()} if run else {}
     if not any(truncated.values()):
         truncated = {}  # the column appears only when some episode hit the step cap
+    w = max([15] + [len(name) + 1 for name in scheds])  # the scheduler column fits every name
     seed_text = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
     head = [
         f"scenario {summary['scenario']}: {len(seeds)} workload seed(s) ({seed_text}), same workloads for every "
         "scheduler; JCT in real steps over all tasks of all seeds; ± = half-width of the 95% t-interval "
         "over per-seed means",
-        f"{'scheduler':<15}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
+        f"{'scheduler':<{w}}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
         f"{'GPU %':>7}{'ms/step':>9}" + (f"{'tap. gain':>10}" if reduction else "") + (f"{'trunc':>6}" if truncated else ""),
     ]
     rows = [(name, s) for name, s in scheds.items()]
@@ -230,13 +231,13 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
     lines = list(head)
     for name, s in rows:
         if name == "bound" and "median_jct" not in s:
-            lines.append(f"{'bound':<15}{_f(s['mean_jct'], 9)}{'':>8}  (every task at its fastest, no waiting)")
+            lines.append(f"{'bound':<{w}}{_f(s['mean_jct'], 9)}{'':>8}  (every task at its fastest, no waiting)")
             continue
         lo, hi = s["ci95"]
         half = (hi - lo) / 2.0 if lo is not None and hi is not None else None
         pct = lambda v: v * 100.0 if v is not None else None  # noqa: E731
         line = (
-            f"{name:<15}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
+            f"{name:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
             f"{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
             f"{_f(s['decision_ms'], 9, 3)}"
         )

@@ -1,0 +1,218 @@
+"""Policy checkpoints: the one reader (safe loading only), the writer and the one error type.
+
+Every checkpoint read in the project -- ``evaluate.py --checkpoint``, ``train.py --resume``,
+:class:`agents.tapfinger.TapFingerScheduler` -- goes through :func:`read_checkpoint`, which
+calls ``torch.load(..., weights_only=True)``: a checkpoint holds tensors and plain Python
+values only (dicts, lists, numbers, strings), so a file that carries any other pickled object
+(which could run code while it is unpickled) is refused, never executed.
+
+Every problem raises :class:`CheckpointError`, a :class:`~envs.config.ConfigError`, so the
+command lines report it as bad input (exit 2, one line on stderr).
+
+The policy classes live in :mod:`agents.policy`, which re-exports this module's names; they are
+imported lazily here so that either module can be imported first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from envs.config import ConfigError, ScenarioConfig
+
+#: keys every policy checkpoint holds (``agents.training`` adds its own, see ``CKPT_KEYS`` there)
+POLICY_KEYS = ("model", "policy_config", "scenario", "obs_spec")
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint is missing, unreadable, unsafe, incomplete, or does not fit the model or scenario."""
+
+
+def _policy() -> Any:
+    import agents.policy as policy_module
+
+    return policy_module
+
+
+def _why_unreadable(exc: BaseException) -> tuple[str, bool]:
+    """A one-line reason for a failed ``torch.load`` and whether the file was refused as unsafe."""
+    text = str(exc)
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if unsafe:
+        return unsafe.group(1), True
+    if "zip archive" in text or "central directory" in text:
+        return "not a complete torch zip archive (truncated or damaged?)", False
+    if isinstance(exc, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in text:
+        return "not a torch checkpoint", False
+    first = text.strip().split("\n")[0].split(". ")[0]
+    return (first[:120] + ("..." if len(first) > 120 else "")) or type(exc).__name__, False
+
+
+def read_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", required: Sequence[str] = POLICY_KEYS
+) -> dict[str, Any]:
+    """Load a checkpoint file safely (``weights_only=True``) and check it is a dict with ``required`` keys.
+
+    The only ``torch.load`` of a checkpoint in the project. Raises :class:`CheckpointError`
+    (missing file, corrupt file, a pickled object other than tensors and plain values, not a
+    dict, missing keys).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} not found: the file does not exist")
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        reason, unsafe = _why_unreadable(exc)
+        if unsafe:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} holds a pickled Python object ({reason}) besides tensors and plain "
+                "values; refusing to load it (checkpoints written by train.py never do)"
+            ) from None
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not a torch checkpoint: {reason}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(data).__name__}, expected a dict")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise CheckpointError(f"checkpoint {str(path)!r} lacks key(s) {missing}")
+    return data
+
+
+def check_compatible(policy: Any, spec: Any) -> None:
+    """Raise :class:`CheckpointError` if ``policy`` cannot act on observations of ``spec``."""
+    have, want = policy.dims, _policy().spec_dims(spec)
+    labels = {
+        "K": "task types", "alloc_dims": "allocation grid (CPU + 1, GPU + 1)", "P": "pending slots",
+        "pending_features": "pending-task features", "running_features": "running-task features",
+        "cluster_features": "cluster features",
+    }
+    problems = []
+    for key, label in labels.items():
+        if have[key] != want[key]:
+            problems.append(f"{label}: {_plain(have[key])} in the model vs {_plain(want[key])} in the scenario")
+    if not policy.cfg.shared_actors and have["N"] != want["N"]:
+        problems.append(f"clusters: one actor per cluster for {have['N']} clusters vs {want['N']} in the scenario")
+    if problems:
+        raise CheckpointError("checkpoint incompatible with the scenario: " + "; ".join(problems))
+
+
+def save_policy_checkpoint(
+    path: str | Path, policy: Any, scenario_cfg: ScenarioConfig, extra: Mapping[str, Any] | None = None
+) -> Path:
+    """Write ``{model, policy_config, scenario, obs_spec, **extra}`` atomically with ``torch.save``.
+
+    ``extra`` must hold tensors and plain values only, or :func:`read_checkpoint` will refuse the file.
+    """
+    from envs.config import to_dict as scenario_to_dict
+
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & set(POLICY_KEYS))
+    if clash:
+        raise ValueError(f"extra may not override checkpoint key(s) {clash}")
+    data = dict(extra)
+    data.update(
+        model=policy.state_dict(),
+        policy_config=policy.cfg.to_dict(),
+        scenario=scenario_to_dict(scenario_cfg),
+        obs_spec=_policy().spec_to_dict(policy.spec),
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(data, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    out = []
+    if missing:
+        out.append(f"missing {len(missing)} key(s), e.g. {missing[:3]}")
+    if unexpected:
+        out.append(f"unexpected {len(unexpected)} key(s), e.g. {unexpected[:3]}")
+    for k in sorted(set(own) & set(state)):
+        v = state[k]
+        if not isinstance(v, Tensor):
+            out.append(f"{k} is not a tensor")
+        elif tuple(v.shape) != tuple(own[k].shape):
+            out.append(f"{k}: shape {tuple(v.shape)} in file vs {tuple(own[k].shape)} for the config")
+    return out
+
+
+def load_policy_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu", scenario: ScenarioConfig | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """Load and validate a policy checkpoint; returns ``(policy in eval mode, meta)``.
+
+    ``meta`` is the checkpoint dict without ``model``, with ``scenario`` as a
+    :class:`ScenarioConfig` and ``policy_config`` as a ``PolicyConfig``. If ``scenario`` is
+    given, the policy must be able to act on it (same task types, allocation grid, pending
+    slots; same number of clusters for unshared actors). Reads with :func:`read_checkpoint`
+    (safe loading); every problem raises :class:`CheckpointError`.
+    """
+    from envs.config import from_dict as scenario_from_dict
+    from envs.observation import ObservationSpec
+
+    mod = _policy()
+    path = Path(path)
+    data = read_checkpoint(path, device)
+    try:
+        pcfg = mod.PolicyConfig.from_dict(data["policy_config"])
+    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
+    try:
+        scen = scenario_from_dict(data["scenario"])
+    except (ConfigError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: bad scenario: {exc}") from None
+    spec = ObservationSpec.from_config(scen)
+    stored = data["obs_spec"]
+    if not isinstance(stored, Mapping):
+        raise CheckpointError(f"checkpoint {str(path)!r}: obs_spec must be a mapping")
+    fresh = mod.spec_to_dict(spec)
+    diff = [k for k in fresh if k in stored and _plain(stored[k]) != _plain(fresh[k])]
+    if diff:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: obs_spec disagrees with its scenario on {diff} "
+            "(saved by an incompatible version of the observation builder?)"
+        )
+    policy = mod.TapFingerPolicy(spec, pcfg)
+    state = data["model"]
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"checkpoint {str(path)!r}: model must be a state dict")
+    problems = _shape_problems(policy, state)
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: weights do not match the architecture in policy_config: " + "; ".join(problems)
+        )
+    policy.load_state_dict(state)
+    policy.to(device).eval()
+    if scenario is not None:
+        check_compatible(policy, ObservationSpec.from_config(scenario))
+    meta = {k: v for k, v in data.items() if k != "model"}
+    meta["scenario"] = scen
+    meta["policy_config"] = pcfg
+    return policy, meta
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)
+    return v

@@ -1,0 +1,53 @@
+"""The scheduler-with-options syntax shared by ``evaluate.py --schedulers`` and ``benchmarks/baselines.py``.
+
+A scheduler is named by its registry name, optionally followed by constructor options after a
+colon: ``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False,
+"oracle": True})`` (values parsed as YAML, like every ``key=value`` override). A list of
+schedulers is comma-separated (``min,optimus:oracle=true,random``); a comma-separated item of
+the form ``key=value`` without a colon continues the options of the scheduler before it, so
+``optimus:preemptive=false,oracle=true,random`` is two schedulers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.config import ConfigError, parse_override
+
+
+def is_scheduler_spec(token: str) -> bool:
+    """``name:opt=value,...`` (a scheduler with options), as opposed to a plain ``key=value`` override."""
+    return ":" in token.split("=", 1)[0]
+
+
+def parse_scheduler_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False, "oracle": True})``."""
+    name, _, rest = spec.strip().partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        try:
+            key, value = parse_override(item)
+        except ConfigError:
+            raise ConfigError(f"scheduler {spec!r}: option {item!r} is not of the form key=value") from None
+        options[key] = value
+    if ":" in spec and not options:
+        raise ConfigError(f"scheduler {spec!r}: no options after ':' (expected e.g. optimus:oracle=true)")
+    return name.strip(), options
+
+
+def split_scheduler_list(text: str) -> list[str]:
+    """``min,optimus:preemptive=false,oracle=true,random`` -> ``["min", "optimus:preemptive=false,oracle=true", "random"]``."""
+    out: list[str] = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if "=" in item and not is_scheduler_spec(item):
+            if not out or not is_scheduler_spec(out[-1]):
+                raise ConfigError(
+                    f"--schedulers: option {item!r} follows no scheduler; write options after a colon, "
+                    "e.g. optimus:preemptive=false,oracle=true"
+                )
+            out[-1] = f"{out[-1]},{item}"
+        else:
+            out.append(item)
+    return out
