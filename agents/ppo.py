@@ -241,6 +241,28 @@ class MultiAgentPPO(PPO):
                 out.append(self.net.value(obs_to_torch(chunk, self.device)).float())
         return torch.cat(out, dim=0)
 
+    def _next_values(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray, v_s: torch.Tensor) -> torch.Tensor:
+        """Critic values of ``batch.obs_next``, reusing ``v_s`` where the next observation is stored.
+
+        Inside an episode the collector stores ``obs_next`` of step ``i`` as ``obs`` of step
+        ``buffer.next(i)``; only transitions whose successor is not in the batch (episode ends,
+        the last step of each env's ring) need a forward pass of their own.
+        """
+        nxt = np.asarray(buffer.next(indices))
+        position = np.full(max(int(buffer.maxsize), int(np.max(indices, initial=0)) + 1), -1, dtype=np.int64)
+        position[indices] = np.arange(len(indices))
+        j = position[nxt]
+        reuse = (nxt != indices) & (j >= 0)
+        if not reuse.any():
+            return self._values(batch.obs_next)
+        out = torch.empty_like(v_s)
+        reuse_t = torch.as_tensor(reuse, device=v_s.device)
+        out[reuse_t] = v_s[torch.as_tensor(j[reuse], device=v_s.device)]
+        rest = np.flatnonzero(~reuse)
+        if rest.size:
+            out[torch.as_tensor(rest, device=v_s.device)] = self._values(batch.obs_next[rest])
+        return out
+
     # ------------------------------------------------------------------ returns
     def _add_returns_and_advantages(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray) -> Any:
         """Per-agent GAE: ``batch.v_s``, ``batch.returns``, ``batch.adv`` all ``(B, N)`` tensors.
@@ -248,7 +270,7 @@ class MultiAgentPPO(PPO):
         Uses ``batch.v_s`` when :meth:`_preprocess_batch` already computed it.
         """
         v_s = batch.v_s if "v_s" in batch else self._values(batch.obs)
-        v_next = self._values(batch.obs_next)
+        v_next = self._next_values(batch, buffer, indices, v_s)
         v_s_np = v_s.cpu().numpy().astype(np.float64)
         v_next_np = v_next.cpu().numpy().astype(np.float64)
         rew = np.asarray(batch.info.agent_rewards, dtype=np.float64)

@@ -70,7 +70,24 @@ def info_template(num_envs: int, num_agents: int) -> dict[str, np.ndarray]:
     return info
 
 
-class BatchVectorEnv:
+class _BatchedVectorEnvBase:
+    """What tianshou's ``Collector`` asks of every vector env besides ``reset``/``step``."""
+
+    is_async = False
+    env_num: int
+
+    def __len__(self) -> int:
+        return self.env_num
+
+    def seed(self, seed: Any = None) -> list[None]:
+        """Workload seeds come from the seed schedules; nothing to seed here."""
+        return [None] * self.env_num
+
+    def render(self, **kwargs: Any) -> list[None]:
+        return [None] * self.env_num
+
+
+class BatchVectorEnv(_BatchedVectorEnvBase):
     """``num_envs`` environments of one scenario behind tianshou's vector-env interface.
 
     Args:
@@ -79,8 +96,6 @@ class BatchVectorEnv:
         seed_keys: one :class:`SeedSchedule` key per environment (training), or
         fixed_seeds: one fixed workload seed per environment (evaluation: every reset replays it).
     """
-
-    is_async = False
 
     def __init__(
         self,
@@ -107,9 +122,6 @@ class BatchVectorEnv:
         self.action_space = [single_act] * self.env_num
         self._seeds = np.full(self.env_num, -1, dtype=np.int64)
         self._closed = False
-
-    def __len__(self) -> int:
-        return self.env_num
 
     def _ids(self, ids: Any) -> np.ndarray:
         if ids is None:
@@ -142,13 +154,6 @@ class BatchVectorEnv:
         """Step the environments ``id`` (all by default) with joint actions ``(R, N, 3)``."""
         obs, rew, term, trunc, info = self.step_arrays(np.asarray(action), self._ids(id))
         return Batch(obs), rew, term, trunc, Batch(info)
-
-    def seed(self, seed: Any = None) -> list[None]:
-        """Workload seeds come from the seed schedules; nothing to seed here."""
-        return [None] * self.env_num
-
-    def render(self, **kwargs: Any) -> list[None]:
-        return [None] * self.env_num
 
     def close(self) -> None:
         self._closed = True
@@ -454,7 +459,7 @@ def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-class ShardedBatchVectorEnv:
+class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
     """:class:`BatchVectorEnv` split over ``workers`` processes or Ray actors.
 
     Worker ``k`` holds environments ``[lo_k, hi_k)`` (:func:`shard_bounds`) as one batched
@@ -462,8 +467,6 @@ class ShardedBatchVectorEnv:
     results back: one round trip per worker per step, whatever the number of environments.
     Environment ``i`` keeps its own seed schedule, so results do not depend on ``workers``.
     """
-
-    is_async = False
 
     def __init__(
         self,
@@ -500,9 +503,6 @@ class ShardedBatchVectorEnv:
         self.action_space = [joint_action_space(spec)] * self.env_num
         self._lo = np.array([lo for lo, _ in self.bounds])
 
-    def __len__(self) -> int:
-        return self.env_num
-
     def _split(self, ids: Any) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray | None]:
         ids = np.arange(self.env_num) if ids is None else np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.env_num):
@@ -533,12 +533,6 @@ class ShardedBatchVectorEnv:
         parts = [res[k] for k in sorted(res)]
         obs, rew, term, trunc, info = (self._gather([p[j] for p in parts], inverse) for j in range(5))
         return Batch(obs), rew, term, trunc, Batch(info)
-
-    def seed(self, seed: Any = None) -> list[None]:
-        return [None] * self.env_num
-
-    def render(self, **kwargs: Any) -> list[None]:
-        return [None] * self.env_num
 
     def close(self) -> None:
         self.shards.close()

@@ -62,7 +62,7 @@ import numpy as np
 from .config import ScenarioConfig
 from .core import DONE, RUNNING
 from .gym_env import resolve_scenario
-from .joint_action import ActionShapeError
+from .joint_action import ActionShapeError, integer_array
 from .observation import CLUSTER_FEATURES, ObservationBuilder, ObservationSpec
 from .progress import DONE_THRESHOLD, ProgressTable, build_progress_functions
 from .workload import generate_workload, rng_streams
@@ -398,12 +398,7 @@ class BatchStep:
 def _as_actions(actions: Any, r: int, n: int) -> np.ndarray:
     """``(R, N, 3)`` int64 actions, or :class:`ActionShapeError` (same rules as one env)."""
     try:
-        arr = np.asarray(actions)
-        if arr.dtype.kind not in "iub":
-            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-                arr = arr.astype(np.int64)
-            else:
-                raise TypeError(f"dtype {arr.dtype}")
+        arr = integer_array(actions)
         if arr.shape != (r, n, 3):
             raise ValueError(f"shape {arr.shape}")
         arr = np.ascontiguousarray(arr, dtype=np.int64)

@@ -66,15 +66,20 @@ class StepReport:
     placed_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
+def integer_array(action: Any) -> np.ndarray:
+    """``action`` as an int64 array: integers and booleans as they are, floats only when every
+    value is a finite whole number; anything else raises ``TypeError``."""
+    arr = np.asarray(action)
+    if arr.dtype.kind not in "iub":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            return arr.astype(np.int64)
+        raise TypeError(f"dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
 def _as_joint(action: Any, n: int) -> np.ndarray:
     try:
-        arr = np.asarray(action)
-        if arr.dtype.kind not in "iub":
-            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-                arr = arr.astype(np.int64)
-            else:
-                raise TypeError(f"dtype {arr.dtype}")
-        arr = arr.astype(np.int64, copy=False).reshape(n, 3)
+        arr = integer_array(action).reshape(n, 3)
     except (TypeError, ValueError) as exc:
         raise ActionShapeError(
             f"joint action must be an integer array of shape ({n}, 3) [slot, allocation, lost]: {exc}"

@@ -274,6 +274,9 @@ def test_per_agent_gae_matches_a_hand_computation():
         def _values(self, obs):
             return torch.as_tensor(v_next, dtype=torch.float32)
 
+        def _next_values(self, batch, buffer, indices, v_s):  # the network part is stubbed
+            return self._values(batch.obs_next)
+
     batch.v_s = torch.as_tensor(v, dtype=torch.float32)
     out = MultiAgentPPO._add_returns_and_advantages(Stub(), batch, buf, idx)
     expected = np.zeros((3, 2))

@@ -231,3 +231,30 @@ def test_batch_collector_fills_the_buffer_like_the_stock_collector() -> None:
     np.testing.assert_array_equal(a.info.agent_rewards, b.info.agent_rewards)
     np.testing.assert_array_equal(a.info.ep_mean_jct, b.info.ep_mean_jct)
     np.testing.assert_array_equal(ours.next(idx), ref.next(idx))
+
+
+@pytest.mark.parametrize("collect", [{"n_step": 150}, {"n_episode": 4}])
+def test_next_values_reuse_stored_observations(tmp_path, collect) -> None:
+    """PPO's bootstrap values: reusing V(obs of the next stored step) gives V(obs_next)."""
+    import torch
+    from tianshou.utils.torch_utils import policy_within_training_step
+
+    from agents.training import build_algorithm, make_collectors, prepare_run, training_envs
+
+    spec = prepare_run("multi-3", ["num_tasks=10", "policy.hidden=16", "policy.pointer_dim=16",
+                                   "policy.pointer_ffn=16", "train.collect_steps=150", "train.eval_episodes=1"],
+                       flags={"envs": 3, "logdir": str(tmp_path), "device": "cpu"})
+    envs = training_envs(spec.scenario, spec.train, 0)
+    algorithm, _ = build_algorithm(spec, envs, torch.device("cpu"))
+    collector, _ = make_collectors(spec, algorithm, envs, None)
+    collector.reset()
+    with policy_within_training_step(algorithm.policy):
+        collector.collect(**collect)
+    buffer = collector.buffer
+    batch, indices = buffer.sample(0)
+    v_s = algorithm._values(batch.obs)
+    reused = algorithm._next_values(batch, buffer, indices, v_s)
+    direct = algorithm._values(batch.obs_next)
+    assert reused.shape == direct.shape == (len(indices), 3)
+    torch.testing.assert_close(reused, direct, rtol=1e-5, atol=1e-5)
+    envs.close()
