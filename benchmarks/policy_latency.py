@@ -10,10 +10,11 @@ Observations come from a simulator driven by random placements (realistic pendin
 load). Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
-        [--encoder dense|pyg] [--faithful] [--big-threads 2]
+        [--encoder auto|dense|pyg] [--faithful] [--big-threads 2]
 
-``--encoder`` picks the HAN implementation (``dense``, the default, or the torch-geometric
-reference ``pyg``), so before/after is one command each. ``--faithful`` measures the paper-size
+``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
+torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
+command each. ``--faithful`` measures the paper-size
 model (``PolicyConfig.paper()``: plain 6-layer HAN, hidden 256, with shared actors so the same
 weights serve every N). ``--big-threads`` sets the torch threads of the large-batch keys
 (default: ``--threads``).
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variant", choices=POLICY_VARIANTS, default="tapfinger")
     ap.add_argument("--faithful", action="store_true", help="paper sizes (PolicyConfig.paper, shared actors)")
-    ap.add_argument("--encoder", choices=ENCODERS, default="dense", help="HAN implementation (default dense)")
+    ap.add_argument("--encoder", choices=ENCODERS, default="auto", help="HAN implementation (default auto)")
     ap.add_argument("--big-threads", type=int, default=None,
                     help="torch threads for the large-batch keys (default: --threads)")
     ap.add_argument("--no-train", action="store_true", help="skip the forward+backward throughput")

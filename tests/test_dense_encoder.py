@@ -174,7 +174,7 @@ def test_shipped_checkpoint_loads_into_both_encoders():
     if not path.exists():
         pytest.skip("no shipped checkpoint")
     pol, meta = load_policy_checkpoint(path)
-    assert meta["policy_config"].encoder == "dense"  # stored config has no encoder key: default
+    assert meta["policy_config"].encoder == "auto"  # stored config has no encoder key: default
     ref = TapFingerPolicy(pol.spec, PolicyConfig.from_dict({**meta["policy_config"].to_dict(), "encoder": "pyg"}))
     ref.load_state_dict(pol.state_dict())
     ref.eval()
@@ -201,6 +201,7 @@ def test_dense_act_and_evaluate_have_no_host_syncs(variant):
     pol = TapFingerPolicy(spec, PolicyConfig(variant=variant, hidden=32))
     if isinstance(pol.encoder, DenseGraphEncoder):
         pol.encoder.compact = "never"  # the static layout (what "auto" runs off the CPU)
+        pol.encoder.auto_pyg = False  # the dense path even for this CPU batch
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         out = pol.act(batch, generator=torch.Generator().manual_seed(0), with_value=True)
         lp, ent, skip, value = pol.evaluate(batch, out.action)
@@ -227,8 +228,9 @@ def test_compact_rows_handle_empty_batches_and_auto_mode():
 def test_policy_config_encoder_field():
     from envs.config import ConfigError
 
-    assert PolicyConfig().encoder == "dense"
+    assert PolicyConfig().encoder == "auto"
     assert PolicyConfig.from_dict({"encoder": "pyg"}).encoder == "pyg"
+    assert PolicyConfig.from_dict({"encoder": "dense"}).encoder == "dense"
     with pytest.raises(ConfigError):
         PolicyConfig(encoder="sparse")
 
@@ -270,3 +272,23 @@ def test_vectorised_gae_equals_tianshou_per_column():
             np.testing.assert_array_equal(adv[:, i], a_ref)
             np.testing.assert_array_equal(ret[:, i], r_ref)
     assert batch.terminated.any() and batch.truncated.any() and len(buf.unfinished_index())
+
+
+def test_auto_encoder_runs_pyg_on_cpu_batches_and_dense_at_batch_one():
+    """``encoder=auto`` picks the implementation per call; both give the reference's outputs."""
+    spec, batch = scenario_batch("hetero-6")
+    torch.manual_seed(0)
+    ref = GraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4)
+    auto = DenseGraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4, auto_pyg=True)
+    auto.load_state_dict(ref.state_dict())
+    big = {k: torch.cat([v] * 4) for k, v in batch.items()}
+    one = {k: v[:1] for k, v in batch.items()}
+    assert big["pending_mask"].shape[0] >= auto.COMPACT_MIN_BATCH
+    assert auto.uses_pyg(big) and not auto.uses_pyg(one)
+    dense_only = DenseGraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4)
+    assert not dense_only.uses_pyg(big)
+    with torch.no_grad():
+        assert max_diff(ref(big), auto(big)) <= TOL
+        assert max_diff(ref(one), auto(one)) <= TOL
+    pol = TapFingerPolicy(spec, PolicyConfig(hidden=32))
+    assert isinstance(pol.encoder, DenseGraphEncoder) and pol.encoder.auto_pyg
