@@ -200,6 +200,19 @@ def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
     return torch.round(obs["cluster_x"][..., :2].to(torch.float64) * scale.to(torch.float64))
 
 
+#: log-probabilities within this of the best count as tied for the deterministic choice
+TIE_TOLERANCE = 1e-4
+
+
+def _first_argmax(logp: Tensor) -> Tensor:
+    """Deterministic choice: the lowest index whose log-probability is within
+    :data:`TIE_TOLERANCE` of the best. Choices that are equal in exact arithmetic (slots holding
+    tasks of the same type and age) then resolve the same way whatever float round-off the
+    encoder implementation or the batch size leaves on them."""
+    near = logp >= logp.max(-1, keepdim=True).values - TIE_TOLERANCE
+    return near.to(torch.uint8).argmax(-1)
+
+
 def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
     g = -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
@@ -346,7 +359,7 @@ class TapFingerPolicy(nn.Module):
         feasible = obs["feasible"].bool()
         skip = ~feasible.any(-1)
         sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
-        sel = sel_logp.argmax(-1) if deterministic else _gumbel_argmax(sel_logp, generator)
+        sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
         lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
 
         low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
@@ -357,7 +370,7 @@ class TapFingerPolicy(nn.Module):
         lost = conflict.lost
 
         al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
-        alloc = al_logp.argmax(-1) if deterministic else _gumbel_argmax(al_logp, generator)
+        alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
         lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
 
         log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
