@@ -23,22 +23,15 @@ observation and action (slot, allocation, lost flag), never by re-sampling.
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from agents.conflict import PRIORS, resolve_conflicts
-from envs.config import ConfigError, ScenarioConfig
-from envs.config import from_dict as scenario_from_dict
-from envs.config import to_dict as scenario_to_dict
+from envs.config import ConfigError
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
 from networks.dense_han import DenseGraphEncoder
@@ -55,7 +48,6 @@ _OBS_DTYPES = {
     "pending_mask": torch.bool, "feasible": torch.bool, "running_mask": torch.bool,
     "pending_where": torch.int64, "pending_min": torch.int64, "alloc_high": torch.int64,
 }
-CHECKPOINT_KEYS = ("model", "policy_config", "scenario", "obs_spec")
 
 
 # ---------------------------------------------------------------------------------------
@@ -427,4 +419,4 @@ class TapFingerPolicy(nn.Module):
 # Checkpoints
 # ---------------------------------------------------------------------------------------
 # one reader (safe loading only), the writer and CheckpointError live in agents/checkpoint.py
-from agents.checkpoint import CheckpointError, _plain, _shape_problems, check_compatible, load_policy_checkpoint, save_policy_checkpoint  # noqa: E402,F401,E501
+from agents.checkpoint import CheckpointError, check_compatible, load_policy_checkpoint, save_policy_checkpoint  # noqa: E402,F401

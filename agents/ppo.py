@@ -249,18 +249,16 @@ class MultiAgentPPO(PPO):
         the last step of each env's ring) need a forward pass of their own.
         """
         nxt = np.asarray(buffer.next(indices))
-        position = np.full(max(int(buffer.maxsize), int(np.max(indices, initial=0)) + 1), -1, dtype=np.int64)
+        position = np.full(buffer.maxsize, -1, dtype=np.int64)
         position[indices] = np.arange(len(indices))
         j = position[nxt]
-        reuse = (nxt != indices) & (j >= 0)
-        if not reuse.any():
-            return self._values(batch.obs_next)
+        reuse = np.flatnonzero((nxt != indices) & (j >= 0))
+        rest = np.flatnonzero((nxt == indices) | (j < 0))
         out = torch.empty_like(v_s)
-        reuse_t = torch.as_tensor(reuse, device=v_s.device)
-        out[reuse_t] = v_s[torch.as_tensor(j[reuse], device=v_s.device)]
-        rest = np.flatnonzero(~reuse)
+        device = v_s.device
+        out[torch.as_tensor(reuse, device=device)] = v_s[torch.as_tensor(j[reuse], device=device)]
         if rest.size:
-            out[torch.as_tensor(rest, device=v_s.device)] = self._values(batch.obs_next[rest])
+            out[torch.as_tensor(rest, device=device)] = self._values(batch.obs_next[rest])
         return out
 
     # ------------------------------------------------------------------ returns

@@ -27,14 +27,12 @@ from envs.observation import ObservationSpec, build_observation
 from envs.scheduling import Decision
 
 
-def joint_action_to_decision(sim: Simulator, action: np.ndarray, skip: np.ndarray | None = None) -> Decision:
+def joint_action_to_decision(sim: Simulator, action: np.ndarray) -> Decision:
     """Placements of a joint action ``(N, 3)``, decoded by :func:`envs.joint_action.decode_joint_action`.
 
     The one decoder the Gymnasium env uses too: conflicts, invalid requests and deliberate
     voids are added to ``sim.conflicts`` / ``sim.invalid`` / ``sim.void`` exactly as the env
     adds them; the placements are returned, not applied (the episode runner applies them).
-    ``skip`` is accepted for compatibility and ignored: the decoder derives "this agent had no
-    feasible task" from the simulator, which is the policy's skip mask.
     """
     decoded = decode_joint_action(sim, action)
     decoded.add_counters(sim)

@@ -133,22 +133,22 @@ def ray_available() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
+def require_ray() -> None:
+    """ConfigError unless the optional Ray extra is installed (``--vector ray``)."""
+    if not ray_available():
+        raise ConfigError(
+            "--vector ray needs the optional 'ray' extra: pip install '.[ray]' (or pip install 'ray[default]')"
+        )
+
+
 def build_vector_env(kind: str, env_fns: list[Callable[[], gym.Env]]) -> Any:
-    """A tianshou vector env of the given kind."""
+    """tianshou's own vector env of one ``EdgeClustersEnv`` per env: ``dummy`` or ``subproc``."""
     from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
     if kind == "dummy":
         return DummyVectorEnv(env_fns)
     if kind == "subproc":
         return SubprocVectorEnv(env_fns)
-    if kind == "ray":
-        if not ray_available():
-            raise ConfigError(
-                "--vector ray needs the optional 'ray' extra: pip install '.[ray]' (or pip install 'ray[default]')"
-            )
-        from tianshou.env import RayVectorEnv
-
-        return RayVectorEnv(env_fns)
     raise ConfigError(f"unknown vector env kind {kind!r}")
 
 
@@ -177,10 +177,7 @@ def batched_vector_env(
     from .vector_env import BatchVectorEnv, ShardedBatchVectorEnv
 
     if kind == "ray":
-        if not ray_available():
-            raise ConfigError(
-                "--vector ray needs the optional 'ray' extra: pip install '.[ray]' (or pip install 'ray[default]')"
-            )
+        require_ray()
         import os
 
         actors = workers or min(num_envs, os.cpu_count() or 1)
@@ -494,10 +491,8 @@ def resolve_device(name: str) -> torch.device:
 def check_environment(spec: RunSpec) -> torch.device:
     """Fail early (ConfigError) on a device or vector backend this machine lacks."""
     device = resolve_device(spec.train.device)
-    if vector_kind(spec.train) == "ray" and not ray_available():
-        raise ConfigError(
-            "--vector ray needs the optional 'ray' extra: pip install '.[ray]' (or pip install 'ray[default]')"
-        )
+    if vector_kind(spec.train) == "ray":
+        require_ray()
     return device
 
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from tianshou.data import Batch, Collector, ReplayBuffer, VectorReplayBuffer
 
-from envs.batched import EPISODE_INFO, STEP_INFO, BatchedEdgeClusters
+from envs.batched import BatchedEdgeClusters, empty_info
 from envs.config import ScenarioConfig
 from envs.gym_env import action_space as joint_action_space
 from envs.gym_env import observation_space as joint_observation_space
@@ -53,21 +53,6 @@ class SeedSchedule:
         if self.fixed is not None:
             return int(self.fixed)
         return int(self._rng.integers(TRAIN_SEED_MIN, 2**62))
-
-
-def info_template(num_envs: int, num_agents: int) -> dict[str, np.ndarray]:
-    """The zero ``info`` of ``num_envs`` environments (the schema of every step and reset)."""
-    info: dict[str, np.ndarray] = {
-        "agent_rewards": np.zeros((num_envs, num_agents), dtype=np.float64),
-        "advanced": np.zeros(num_envs, dtype=bool),
-        "workload_seed": np.zeros(num_envs, dtype=np.int64),
-        "episode_end": np.zeros(num_envs, dtype=bool),
-    }
-    for key in STEP_INFO:
-        info[key] = np.zeros(num_envs, dtype=np.int64)
-    for key in EPISODE_INFO:
-        info[f"ep_{key}"] = np.zeros(num_envs, dtype=np.float64)
-    return info
 
 
 class _BatchedVectorEnvBase:
@@ -120,43 +105,33 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         single_obs, single_act = joint_observation_space(spec), joint_action_space(spec)
         self.observation_space = [single_obs] * self.env_num
         self.action_space = [single_act] * self.env_num
-        self._seeds = np.full(self.env_num, -1, dtype=np.int64)
-        self._closed = False
 
-    def _ids(self, ids: Any) -> np.ndarray:
-        if ids is None:
-            return np.arange(self.env_num)
-        out = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if out.size and (out.min() < 0 or out.max() >= self.env_num):
-            raise ValueError(f"env ids must lie in [0, {self.env_num}), got {out.tolist()}")
-        return out
-
-    def reset_arrays(self, ids: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def reset_arrays(self, ids: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """:meth:`reset` as plain dicts of arrays (what shard workers send back)."""
+        ids = self.batched.env_ids(ids)
         seeds = np.array([self.schedules[i].next() for i in ids.tolist()], dtype=np.int64)
-        self._seeds[ids] = seeds
         obs = self.batched.reset(ids, seeds)
-        info = info_template(ids.size, self.num_agents)
-        info["workload_seed"] = seeds.copy()
+        info = empty_info(ids.size, self.num_agents)
+        info["workload_seed"] = seeds
         return obs, info
 
-    def step_arrays(self, action: np.ndarray, ids: np.ndarray) -> StepArrays:
+    def step_arrays(self, action: np.ndarray, ids: Any) -> StepArrays:
         """:meth:`step` as plain arrays (what shard workers send back)."""
         out = self.batched.step(np.asarray(action), ids)
         return out.obs, out.reward, out.terminated, out.truncated, out.info
 
     def reset(self, env_id: Any = None, **kwargs: Any) -> tuple[Batch, Batch]:
         """Start new episodes in ``env_id`` (all by default) with each env's next workload seed."""
-        obs, info = self.reset_arrays(self._ids(env_id))
+        obs, info = self.reset_arrays(env_id)
         return Batch(obs), Batch(info)
 
     def step(self, action: Any, id: Any = None) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray, Batch]:  # noqa: A002
         """Step the environments ``id`` (all by default) with joint actions ``(R, N, 3)``."""
-        obs, rew, term, trunc, info = self.step_arrays(np.asarray(action), self._ids(id))
+        obs, rew, term, trunc, info = self.step_arrays(np.asarray(action), id)
         return Batch(obs), rew, term, trunc, Batch(info)
 
     def close(self) -> None:
-        self._closed = True
+        """Nothing to release: the environments live in this process."""
 
 
 class BatchCollector(Collector):
@@ -294,38 +269,25 @@ class BatchedReplayBuffer(VectorReplayBuffer):
         cur = c.insertion[ids]
         if np.any(c.ep_start[ids] > c.size[ids]):
             return super().add(batch, ids)  # lets the stock code raise its MalformedBufferError
+        insertion = cur + self._offset[ids]
+        try:
+            self._meta[insertion] = batch  # nothing is updated yet if this fails
+        except ValueError:  # first add, or a new key: the stock code allocates the storage
+            return super().add(batch, ids)
         c.size[ids] = np.minimum(c.size[ids] + 1, self._sub_size)
         c.insertion[ids] = (cur + 1) % self._sub_size
-        rew = np.asarray(batch.rew, dtype=np.float64).reshape(len(ids), -1)[:, 0]
-        c.ep_return[ids] += rew
+        c.ep_return[ids] += np.asarray(batch.rew, dtype=np.float64).reshape(len(ids), -1)[:, 0]
         c.ep_len[ids] += 1
         done = np.asarray(batch.done, dtype=bool)
         ep_return = np.where(done, c.ep_return[ids], 0.0)
         ep_len = np.where(done, c.ep_len[ids], 0)
-        offset = self._offset[ids]
-        ep_start = c.ep_start[ids] + offset
+        ep_start = c.ep_start[ids] + self._offset[ids]
         finished = ids[done]
         c.ep_return[finished] = 0.0
         c.ep_len[finished] = 0
         c.ep_start[finished] = c.insertion[finished]
-        insertion = cur + offset
         self.last_index[ids] = insertion
         self._lengths[ids] = c.size[ids]
-        try:
-            self._meta[insertion] = batch
-        except ValueError:  # first add (or a new key): let the stock code allocate storage
-            from tianshou.data.batch import alloc_by_keys_diff, create_value
-
-            batch.rew = batch.rew.astype(float)
-            batch.done = batch.done.astype(bool)
-            batch.terminated = batch.terminated.astype(bool)
-            batch.truncated = batch.truncated.astype(bool)
-            if len(self._meta.get_keys()) == 0:
-                self._meta = create_value(batch, self.maxsize, stack=False)  # type: ignore[assignment]
-            else:
-                alloc_by_keys_diff(self._meta, batch, self.maxsize, False)
-            self._set_batch_for_children()
-            self._meta[insertion] = batch
         return insertion, ep_return, ep_len, ep_start
 
 

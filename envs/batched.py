@@ -60,11 +60,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .config import ScenarioConfig
-from .core import DONE, RUNNING
+from .core import DONE, RUNNING, ProgressStep
 from .gym_env import resolve_scenario
 from .joint_action import ActionShapeError, integer_array
 from .observation import CLUSTER_FEATURES, ObservationBuilder, ObservationSpec
-from .progress import DONE_THRESHOLD, ProgressTable, build_progress_functions
+from .progress import DONE_THRESHOLD, build_progress_functions
 from .workload import generate_workload, rng_streams
 
 STEP_INFO = ("placed", "void", "invalid", "conflicts")
@@ -384,6 +384,20 @@ def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, sing
 
 
 
+def empty_info(r: int, n: int) -> dict[str, np.ndarray]:
+    """The ``info`` of ``r`` environments with ``n`` agents before anything happened: every key of
+    :attr:`BatchStep.info` (the schema of every step and reset), all zero."""
+    info: dict[str, np.ndarray] = {"agent_rewards": np.zeros((r, n), dtype=np.float64)}
+    for k in STEP_INFO:
+        info[k] = np.zeros(r, dtype=np.int64)
+    info["advanced"] = np.zeros(r, dtype=bool)
+    info["episode_end"] = np.zeros(r, dtype=bool)
+    for k in EPISODE_INFO:
+        info["ep_" + k] = np.zeros(r, dtype=np.float64)
+    info["workload_seed"] = np.zeros(r, dtype=np.int64)
+    return info
+
+
 @dataclass
 class BatchStep:
     """Result of :meth:`BatchedEdgeClusters.step` for the ``R`` stepped environments."""
@@ -444,8 +458,7 @@ class BatchedEdgeClusters:
         self.cfg = cfg
         self.num_envs = B = int(num_envs)
         self.obs_spec = spec = ObservationSpec.from_config(cfg)
-        self.functions = build_progress_functions(cfg)
-        self._table = ProgressTable.build(self.functions, cfg.alloc_dims)
+        self.progress_step = ProgressStep(cfg, build_progress_functions(cfg))
         N, P, M, K = spec.N, spec.P, spec.M, spec.K
         self.N, self.P, self.M, self.K = N, P, M, K
         self.T = T = cfg.num_tasks
@@ -457,9 +470,6 @@ class BatchedEdgeClusters:
         self.g1 = cfg.alloc_dims[1]
         self.num_alloc = cfg.num_allocations
         c1, g1 = cfg.alloc_dims
-        self._runnable = (np.arange(c1)[None, :, None] >= self.min_req[:, None, None, 0]) & (
-            np.arange(g1)[None, None, :] >= self.min_req[:, None, None, 1]
-        )
         type_min = np.zeros((K + 1, 2), dtype=np.int64)  # row K: the sentinel / empty slot
         type_min[:K] = self.min_req
         self._type_min = type_min
@@ -533,7 +543,8 @@ class BatchedEdgeClusters:
         self._all = np.arange(B)
 
     # ------------------------------------------------------------------ helpers
-    def _ids(self, env_ids: Any) -> np.ndarray:
+    def env_ids(self, env_ids: Any) -> np.ndarray:
+        """``env_ids`` as a checked int64 array (``None``: all); ``ValueError`` if out of range or repeated."""
         if env_ids is None:
             return self._all
         ids = np.asarray(env_ids).reshape(-1)
@@ -551,7 +562,7 @@ class BatchedEdgeClusters:
     # ------------------------------------------------------------------ reset
     def reset(self, env_ids: Any, seeds: Any) -> dict[str, np.ndarray]:
         """Start new episodes in ``env_ids`` with these workload seeds; returns their observations."""
-        ids = self._ids(env_ids)
+        ids = self.env_ids(env_ids)
         seeds = np.asarray(seeds).reshape(-1)
         if seeds.size != ids.size:
             raise ValueError(f"got {seeds.size} seeds for {ids.size} environments")
@@ -601,8 +612,8 @@ class BatchedEdgeClusters:
     # ------------------------------------------------------------------ step
     def step(self, actions: Any, env_ids: Any = None) -> BatchStep:
         """Apply ``actions`` ``(R, N, 3)`` to environments ``env_ids`` (None: all, in order)."""
-        ids = self._ids(env_ids)
-        R, N, P = ids.size, self.N, self.P
+        ids = self.env_ids(env_ids)
+        R, N = ids.size, self.N
         act = _as_actions(actions, R, N)
         if not np.all(self._active[ids] & ~self._over[ids]):
             raise RuntimeError("the episode is over (or never started): call reset() first")
@@ -638,37 +649,21 @@ class BatchedEdgeClusters:
         truncated = np.empty(R, dtype=bool)
         end = np.empty(R, dtype=bool)
         _end_kernel(ids, self._na, self._nfin, self._t, self.T, self.cfg.max_steps, self._over, terminated, truncated, end)
-        info: dict[str, np.ndarray] = {
-            "agent_rewards": agent_rewards,
-            "placed": n_placed,
-            "void": N - n_placed,
-            "invalid": n_inv,
-            "conflicts": n_conf,
-            "advanced": adv,
-            "episode_end": end,
-        }
-        for k in EPISODE_INFO:
-            info["ep_" + k] = np.zeros(R, dtype=np.float64)
+        info = empty_info(R, N)
+        info.update(agent_rewards=agent_rewards, placed=n_placed, void=N - n_placed, invalid=n_inv,
+                    conflicts=n_conf, advanced=adv, episode_end=end)
         if end.any():
             rows = ids[end]
             for k, v in self._metrics(rows).items():
                 info["ep_" + k][end] = np.nan_to_num(v, nan=0.0)
-        info["workload_seed"] = self._seed[ids].copy()
+        info["workload_seed"] = self._seed[ids]  # fancy indexing: a copy
         return BatchStep(self._observe(ids), reward, terminated, truncated, info)
 
     # ------------------------------------------------------------------ time
     def _empty_step(self) -> BatchStep:
-        N = self.N
-        info: dict[str, np.ndarray] = {"agent_rewards": np.zeros((0, N))}
-        for k in STEP_INFO:
-            info[k] = np.zeros(0, dtype=np.int64)
-        info["advanced"] = np.zeros(0, dtype=bool)
-        info["episode_end"] = np.zeros(0, dtype=bool)
-        for k in EPISODE_INFO:
-            info["ep_" + k] = np.zeros(0)
-        info["workload_seed"] = np.zeros(0, dtype=np.int64)
         none = np.zeros(0, dtype=np.int64)
-        return BatchStep(self._observe(none), np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool), info)
+        return BatchStep(self._observe(none), np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool),
+                         empty_info(0, self.N))
 
     def _advance(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One real step of the environments ``rows``; returns (team, per-cluster) rewards."""
@@ -687,45 +682,20 @@ class BatchedEdgeClusters:
         self._refill(rows, tick=True)
         return team, cluster_rewards
 
-    def _gain(self, types, c, g, p) -> tuple[np.ndarray, np.ndarray]:
-        """Progress gain and runnable flag, exactly as :meth:`Simulator._progress` computes them."""
-        if self._table is not None:
-            return self._table.delta(types, c, g, p), self._runnable[types, c, g]
-        if len(self.functions) == 1:
-            gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
-        else:
-            gain = np.zeros(types.size)
-            for k, fn in enumerate(self.functions):
-                m = types == k
-                if m.any():
-                    gain[m] = fn.delta(c[m], g[m], p[m])
-        mins = self.min_req[types]
-        return gain, (c >= mins[:, 0]) & (g >= mins[:, 1])
-
     def _new_progress(self, types, c, g, lc, lg, p, counts, rows) -> np.ndarray:
-        """New progress of running tasks, float for float as :meth:`Simulator._progress`."""
-        gain, ok = self._gain(types, c, g, p)
-        gain = np.maximum(gain, 0.0)
-        all_ok = bool(ok.all())
-        if not all_ok:
-            gain[~ok] = 0.0
-        if self.cfg.progress_noise > 0:
-            # per-environment generators: the one loop over environments (those running tasks)
-            draws = np.empty(types.size)
+        """New progress of running tasks: :class:`~envs.core.ProgressStep`, the simulator's rule."""
+
+        def draw_noise(k: int) -> np.ndarray:
+            # per-environment generators, in row order: the one loop over environments
+            draws = np.empty(k)
             o = 0
-            for b, k in zip(rows.tolist(), counts.tolist()):
-                if k:
-                    draws[o:o + k] = self._rng_noise[b].random(k)
-                    o += k
-            noise = (draws - 0.5) * self.cfg.progress_noise
-            gain = np.maximum(gain + noise, 0.0)
-            if not all_ok:
-                gain[~ok] = 0.0
-        if self.cfg.switch_overhead != 1.0:
-            switched = (c != lc) | (g != lg)
-            if switched.any():
-                gain[switched] *= self.cfg.switch_overhead
-        return p + gain
+            for b, n in zip(rows.tolist(), counts.tolist()):
+                if n:
+                    draws[o:o + n] = self._rng_noise[b].random(n)
+                    o += n
+            return draws
+
+        return p + self.progress_step.gain(types, c, g, p, lc, lg, draw_noise)
 
     def _refill(self, rows: np.ndarray, tick: bool = False) -> None:
         """Arrivals up to ``t``, then the pending sets of ``rows``: remaining entries compacted,
@@ -736,7 +706,7 @@ class BatchedEdgeClusters:
     # ------------------------------------------------------------------ observation
     def observe(self, env_ids: Any = None) -> dict[str, np.ndarray]:
         """The current observations of ``env_ids`` (fresh arrays, ``(R, ...)`` per key)."""
-        ids = self._ids(env_ids)
+        ids = self.env_ids(env_ids)
         if not np.all(self._active[ids]):
             raise RuntimeError("call reset() first")
         return self._observe(ids)
@@ -910,4 +880,4 @@ def _random_valid_kernel(feasible, where, lo, hi, u, g1, action):  # pragma: no 
                 taken[i, p] = False
 
 
-__all__ = ["STEP_INFO", "EPISODE_INFO", "BatchStep", "BatchedEdgeClusters", "random_valid_actions"]
+__all__ = ["STEP_INFO", "EPISODE_INFO", "BatchStep", "BatchedEdgeClusters", "empty_info", "random_valid_actions"]

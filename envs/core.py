@@ -20,7 +20,7 @@ Pure numpy, no Gymnasium. One :class:`Simulator` runs one episode of a scenario:
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -43,6 +43,67 @@ def _all_int(*values: object) -> bool:
     return True
 
 
+class ProgressStep:
+    """The progress rule of one real step, for every running task at once.
+
+    The one owner of this rule: :class:`Simulator` and :class:`envs.batched.BatchedEdgeClusters`
+    both call it. A task gains ``f(cpu, gpu, progress)`` from its type's progress function (one
+    :class:`~envs.progress.ProgressTable` gather when the types share a closed form), nothing
+    below its type's minimum requirement, plus uniform noise of width ``progress_noise`` (also
+    never below 0), times ``switch_overhead`` when its allocation differs from the previous real
+    step's.
+    """
+
+    def __init__(self, cfg: ScenarioConfig, functions: list[ProgressFunction]) -> None:
+        self.functions = functions
+        self.table = ProgressTable.build(functions, cfg.alloc_dims)  # None: per-type fallback
+        self.min_req = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
+        c1, g1 = cfg.alloc_dims  # runnable[type, c, g]: the allocation meets the type's minimum
+        self.runnable = (np.arange(c1)[None, :, None] >= self.min_req[:, None, None, 0]) & (
+            np.arange(g1)[None, None, :] >= self.min_req[:, None, None, 1]
+        )
+        self.noise = cfg.progress_noise
+        self.switch_overhead = cfg.switch_overhead
+
+    def _raw(self, types: np.ndarray, c: np.ndarray, g: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ungated gains and whether each allocation meets its type's minimum."""
+        if self.table is not None:
+            return self.table.delta(types, c, g, p), self.runnable[types, c, g]
+        if len(self.functions) == 1:
+            gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
+        else:
+            gain = np.zeros(types.size)
+            for k, fn in enumerate(self.functions):
+                m = types == k
+                if m.any():
+                    gain[m] = fn.delta(c[m], g[m], p[m])
+        mins = self.min_req[types]
+        return gain, (c >= mins[:, 0]) & (g >= mins[:, 1])
+
+    def gain(
+        self, types: np.ndarray, c: np.ndarray, g: np.ndarray, p: np.ndarray,
+        last_c: np.ndarray, last_g: np.ndarray, draw_noise: Callable[[int], np.ndarray],
+    ) -> np.ndarray:
+        """This step's gain of tasks of ``types`` at allocation ``(c, g)`` with progress ``p``
+        (previous real step's allocation ``(last_c, last_g)``); ``draw_noise(k)`` gives ``k``
+        uniform draws, in task order, and is called only when the scenario has noise."""
+        gain, ok = self._raw(types, c, g, p)
+        gain = np.maximum(gain, 0.0)
+        all_ok = bool(ok.all())
+        if not all_ok:  # paused / below-minimum tasks make no progress
+            gain[~ok] = 0.0
+        if self.noise > 0:
+            noise = (draw_noise(types.size) - 0.5) * self.noise
+            gain = np.maximum(gain + noise, 0.0)
+            if not all_ok:
+                gain[~ok] = 0.0
+        if self.switch_overhead != 1.0:
+            switched = (c != last_c) | (g != last_g)
+            if switched.any():
+                gain[switched] *= self.switch_overhead
+        return gain
+
+
 class Simulator:
     """One episode of a scenario, driven by :meth:`place`, :meth:`set_allocations`, :meth:`advance`."""
 
@@ -60,11 +121,7 @@ class Simulator:
         self.min_req = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
         self.max_alloc = np.array(cfg.per_task_max, dtype=np.int64)  # (2,)
         self.single = cfg.mode == "single"
-        self._table = ProgressTable.build(self.functions, cfg.alloc_dims)  # None: per-type fallback
-        c1, g1 = cfg.alloc_dims  # _runnable[type, c, g]: the allocation meets the type's minimum
-        self._runnable = (np.arange(c1)[None, :, None] >= self.min_req[:, None, None, 0]) & (
-            np.arange(g1)[None, None, :] >= self.min_req[:, None, None, 1]
-        )
+        self.progress_step = ProgressStep(cfg, self.functions)
         self._min_req_list = self.min_req.tolist()
         self._max_alloc_list = self.max_alloc.tolist()
         self._fastest: np.ndarray | None = None
@@ -291,34 +348,8 @@ class Simulator:
         alloc = self.alloc[ids]
         c, g = alloc[:, 0], alloc[:, 1]
         p = self.progress[ids]
-        if self._table is not None:
-            gain = self._table.delta(types, c, g, p)
-            ok = self._runnable[types, c, g]
-        else:
-            if len(self.functions) == 1:
-                gain = np.asarray(self.functions[0].delta(c, g, p), dtype=np.float64)
-            else:
-                gain = np.zeros(ids.size)
-                for k, fn in enumerate(self.functions):
-                    m = types == k
-                    if m.any():
-                        gain[m] = fn.delta(c[m], g[m], p[m])
-            mins = self.min_req[types]
-            ok = (c >= mins[:, 0]) & (g >= mins[:, 1])
-        gain = np.maximum(gain, 0.0)
-        all_ok = bool(ok.all())
-        if not all_ok:  # paused / below-minimum tasks make no progress
-            gain[~ok] = 0.0
-        if self.cfg.progress_noise > 0:
-            noise = (self.rng_noise.random(ids.size) - 0.5) * self.cfg.progress_noise
-            gain = np.maximum(gain + noise, 0.0)
-            if not all_ok:
-                gain[~ok] = 0.0
-        if self.cfg.switch_overhead != 1.0:
-            last = self.last_alloc[ids]
-            switched = (c != last[:, 0]) | (g != last[:, 1])
-            if switched.any():
-                gain[switched] *= self.cfg.switch_overhead
+        last = self.last_alloc[ids]
+        gain = self.progress_step.gain(types, c, g, p, last[:, 0], last[:, 1], self.rng_noise.random)
         p = p + gain
         self.progress[ids] = p
         self.alloc_time[ids] += alloc

@@ -292,20 +292,21 @@ class DenseGraphEncoder(GraphEncoder):
         #: CPU batches of at least COMPACT_MIN_BATCH samples, where it measured faster
         self.auto_pyg = bool(auto_pyg)
 
+    def _cpu_batch(self, obs: dict[str, Tensor]) -> bool:
+        """A CPU batch of at least :attr:`COMPACT_MIN_BATCH` samples, outside ``torch.compile``."""
+        pm = obs["pending_mask"]
+        return pm.device.type == "cpu" and pm.shape[0] >= self.COMPACT_MIN_BATCH and not torch.compiler.is_compiling()
+
     def uses_pyg(self, obs: dict[str, Tensor]) -> bool:
         """Whether :meth:`forward` hands this batch to the torch-geometric reference."""
-        pm = obs["pending_mask"]
-        return (self.auto_pyg and pm.device.type == "cpu" and pm.shape[0] >= self.COMPACT_MIN_BATCH
-                and not torch.compiler.is_compiling())
+        return self.auto_pyg and self._cpu_batch(obs)
 
     def _use_compact(self, obs: dict[str, Tensor]) -> bool:
         if self.compact not in COMPACT_MODES:
             raise ValueError(f"compact must be one of {COMPACT_MODES}, got {self.compact!r}")
         if self.compact != "auto":
             return self.compact == "always"
-        pm = obs["pending_mask"]
-        return (pm.device.type == "cpu" and pm.shape[0] >= self.COMPACT_MIN_BATCH
-                and not torch.compiler.is_compiling())
+        return self._cpu_batch(obs)
 
     def forward(self, obs: dict[str, Tensor]) -> EncoderOutput:
         if self.uses_pyg(obs):

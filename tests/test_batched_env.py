@@ -225,7 +225,7 @@ def test_invariants_on_the_batched_path(cfg, seed, action_seed):
     B = 3
     rng = np.random.default_rng(action_seed)
     batch = BatchedEdgeClusters(cfg, B)
-    obs = batch.reset(np.arange(B), [seed, seed + 1, seed + 2])
+    batch.reset(np.arange(B), [seed, seed + 1, seed + 2])
     over = np.zeros(B, dtype=bool)
     finished_seen = np.zeros((B, cfg.num_tasks), dtype=int)
     prev_done = [np.zeros(cfg.num_tasks, dtype=bool) for _ in range(B)]
@@ -280,7 +280,7 @@ def test_shipped_scenarios_random_valid_policy(name):
 def test_testbed_variants(name, over):
     cfg = resolve_scenario(name, {"num_tasks": 60, **over})
     batch, _, _ = run_pair(cfg, 3, [5, 6, 7], 3, 200)
-    assert (batch._table is None) == (cfg.task_types[0].progress["kind"] == "tanh")  # per-type fallback
+    assert (batch.progress_step.table is None) == (cfg.task_types[0].progress["kind"] == "tanh")  # per-type fallback
 
 
 @pytest.mark.parametrize("mode", ["single", "multi"])

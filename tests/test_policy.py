@@ -179,7 +179,7 @@ def test_joint_action_applies_without_invalid(syn3, policy3):
     gen = torch.Generator().manual_seed(0)
     for _ in range(30):
         out = policy3.act(obs_to_torch(build_observation(sim, spec)), generator=gen)
-        d = joint_action_to_decision(sim, out.action[0].numpy(), out.skip[0].numpy())
+        d = joint_action_to_decision(sim, out.action[0].numpy())
         for c, task, cpu, gpu in d.placements:
             assert sim.place(c, task, cpu, gpu)
         sim.advance()
