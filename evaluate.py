@@ -25,6 +25,8 @@ from typing import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
+    from agents.train_config import DEVICES
+    from agents.variants import VARIANT_NAMES
 
     p = argparse.ArgumentParser(
         prog="evaluate.py",
@@ -34,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", help="scenario name or YAML path (with --report: comma-separated subset)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
                    help="policy checkpoint; repeat for several. One checkpoint is named after its policy variant "
-                        "(tapfinger, no-han, no-pointer, vanilla); several are named after their files "
+                        f"({', '.join(VARIANT_NAMES)}); several are named after their files "
                         "(runs/a/best.pt -> best, or a/best when two stems are equal)")
     p.add_argument("--schedulers", default="all",
                    help="'all' (every available baseline) or a,b,... (default all); options after a colon, "
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
                    help=f"first workload seed S (default {DEFAULT_SEED_OFFSET}, disjoint from training seeds)")
     p.add_argument("--out", help="output directory (default results/<scenario>; with --report: results)")
-    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+    p.add_argument("--device", default="cpu", choices=DEVICES,
                    help="device of the policy network (default cpu; auto = cuda when available)")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")

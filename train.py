@@ -21,25 +21,41 @@ from typing import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # choices and defaults have one owner each: agents/train_config.py (TrainConfig, the vector
+    # kinds and devices) and agents/variants.py (the policy variants); neither imports torch
+    from agents.train_config import DEVICE_HELP, DEVICES, VECTOR_KIND_HELP, VECTOR_KINDS, TrainConfig
+    from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, VARIANTS
+
+    defaults = TrainConfig()
     p = argparse.ArgumentParser(
         prog="train.py",
         description="Train the TapFinger multi-agent policy with PPO (tianshou).",
         epilog="Overrides: train.<field>=v, policy.<field>=v, scenario.<key>=v or <scenario key>=v.",
     )
     p.add_argument("--config", help="scenario name (e.g. sjf-3) or YAML path (configs/<scenario>.yaml)")
-    p.add_argument("--steps", type=int, help="total env steps (default 2,000,000); rounded up to whole evaluation "
-                   "intervals (train.eval_every) of whole collection batches (train.collect_steps, default 128 x envs)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="auto (default) picks CUDA when present")
-    p.add_argument("--envs", type=int, help="parallel training envs (default 32)")
-    p.add_argument("--seed", type=int, help="run seed (default 0)")
-    p.add_argument("--logdir", help="parent directory of the run directory (default runs/)")
+    p.add_argument("--steps", type=int, help=f"total env steps (default {defaults.steps:,}); rounded up to whole "
+                   "evaluation intervals (train.eval_every) of whole collection batches (train.collect_steps, "
+                   "default 128 x envs)")
+    p.add_argument("--device", choices=DEVICES,
+                   help=_choices_help(DEVICE_HELP, defaults.device, "the learner's device"))
+    p.add_argument("--envs", type=int, help=f"parallel training envs (default {defaults.envs})")
+    p.add_argument("--seed", type=int, help=f"run seed (default {defaults.seed})")
+    p.add_argument("--logdir", help=f"parent directory of the run directory (default {defaults.logdir}/)")
     p.add_argument("--resume", metavar="PATH", help="continue a run from its last.pt (or run directory)")
-    p.add_argument("--variant", choices=("tapfinger", "no-han", "no-pointer", "vanilla"), help="policy variant")
-    p.add_argument("--vector", choices=("dummy", "subproc", "ray"), help="vector env (default: dummy for 1 env, else subproc)")
+    p.add_argument("--variant", choices=VARIANT_NAMES,
+                   help=_choices_help({v.name: v.description for v in VARIANTS}, DEFAULT_VARIANT,
+                                      "policy variant, as policy.variant=v"))
+    p.add_argument("--vector", choices=VECTOR_KINDS,
+                   help=_choices_help(VECTOR_KIND_HELP, defaults.vector, "vector env"))
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars or status lines (bars are off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     return p
+
+
+def _choices_help(choices: dict[str, str], default: str, what: str) -> str:
+    """``<what> (default D): a = ..., b = ...`` for a flag whose choices are described in ``choices``."""
+    return f"{what} (default {default}): " + "; ".join(f"{k} = {v}" for k, v in choices.items())
 
 
 #: seconds between plain status lines when the progress bars are off (stderr not a terminal)

@@ -9,6 +9,7 @@ dimension ``B``) and all ``N`` agents at once:
    plus its own cluster's embedding, so one set of weights serves any number of clusters);
 3. task selection: pointer network over feasible slots (``tapfinger``, ``no-han``), uniform
    over feasible slots (``no-pointer``) or the earliest feasible slot (``vanilla``, FIFO);
+   each variant's encoder and selector come from the registry :mod:`agents.variants`;
 4. conflicts between agents that picked the same task: Bayes rule (eq. 11,
    :mod:`agents.conflict`);
 5. allocation: 2-layer MLP on the selected slot's embedding, masked to
@@ -30,8 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from agents.config_section import ConfigSection, at_least, one_of, rule
 from agents.conflict import PRIORS, resolve_conflicts
-from envs.config import ConfigError
+from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
 from networks.dense_han import DenseGraphEncoder
@@ -41,7 +43,8 @@ from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjec
 from networks.mlp_encoder import MLPEncoder
 from networks.pointer import PointerNet
 
-POLICY_VARIANTS = ("tapfinger", "no-han", "no-pointer", "vanilla")
+#: variant names, in registry order (the registry, with encoder and selector, is agents/variants.py)
+POLICY_VARIANTS = VARIANT_NAMES
 ENCODERS = ("auto", "dense", "pyg")
 #: dtypes :meth:`TapFingerPolicy.as_tensors` gives the mask and index arrays of the observation
 _OBS_DTYPES = {
@@ -54,15 +57,16 @@ _OBS_DTYPES = {
 # Configuration
 # ---------------------------------------------------------------------------------------
 @dataclass
-class PolicyConfig:
+class PolicyConfig(ConfigSection):
     """Architecture of a :class:`TapFingerPolicy` (stored in every checkpoint).
 
-    ``variant``: one of :data:`POLICY_VARIANTS`. ``hidden``/``han_layers``/``heads``: HAN
-    encoder size. ``faithful``: the paper's plain HANConv stack (no input projection,
-    residual or LayerNorm; see :meth:`paper` for the paper's sizes). ``self_relation``: add
-    the self relation to the residual stack too (always on when faithful).
-    ``pointer_dim``/``pointer_ffn``/``pointer_layers``/``pointer_heads``: pointer transformer
-    size. ``mlp_layers``: depth of the ``no-han``/``vanilla`` encoder. ``shared_actors``: one
+    ``variant``: a variant name of :data:`agents.variants.VARIANTS`, the registry that gives its
+    encoder (HAN or MLP) and task selector (pointer, uniform or FIFO); :attr:`variant_spec` is
+    its entry. ``hidden``/``han_layers``/``heads``: HAN encoder size. ``faithful``: the paper's
+    plain HANConv stack (no input projection, residual or LayerNorm; see :meth:`paper` for the
+    paper's sizes). ``self_relation``: add the self relation to the residual stack too (always
+    on when faithful). ``pointer_dim``/``pointer_ffn``/``pointer_layers``/``pointer_heads``:
+    pointer transformer size. ``mlp_layers``: depth of the MLP encoder (``no-han``, ``vanilla``). ``shared_actors``: one
     set of actor/critic-head weights for any number of clusters (False: one per agent, the
     paper's layout, tied to the scenario's N). ``prior``: conflict prior, ``paper`` (eq. 11)
     or ``code`` (the reference code's softmax). ``encoder``: how the HAN runs, ``dense``
@@ -73,7 +77,7 @@ class PolicyConfig:
     compute the same function (to float round-off), so any checkpoint loads into any of them.
     """
 
-    variant: str = "tapfinger"
+    variant: str = DEFAULT_VARIANT
     hidden: int = 128
     han_layers: int = 3
     heads: int = 4
@@ -89,32 +93,23 @@ class PolicyConfig:
     alloc_head: str = "factorised"
     encoder: str = "auto"
 
-    def __post_init__(self) -> None:
-        if self.variant not in POLICY_VARIANTS:
-            raise ConfigError(f"policy variant must be one of {list(POLICY_VARIANTS)}, got {self.variant!r}")
-        if self.alloc_head not in AllocationHead.FORMS:
-            raise ConfigError(f"policy.alloc_head must be one of {list(AllocationHead.FORMS)}, got {self.alloc_head!r}")
-        if self.encoder not in ENCODERS:
-            raise ConfigError(f"policy encoder must be one of {list(ENCODERS)}, got {self.encoder!r}")
-        if self.prior not in PRIORS:
-            raise ConfigError(f"policy prior must be one of {list(PRIORS)}, got {self.prior!r}")
-        for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers", "pointer_heads", "pointer_ffn",
-                     "mlp_layers"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"policy {name} must be a positive integer, got {v!r}")
-        for name in ("faithful", "self_relation", "shared_actors"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"policy {name} must be true or false, got {getattr(self, name)!r}")
-        if self.hidden % self.heads:
-            raise ConfigError(f"policy hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        if self.pointer_dim % self.pointer_heads:
-            raise ConfigError(
-                f"policy pointer_dim ({self.pointer_dim}) must be divisible by pointer_heads ({self.pointer_heads})"
-            )
+    # declared once (agents/config_section.py): built from a mapping with from_dict (typed,
+    # unknown keys refused), validated on construction: field types, then these checks in order
+    SECTION = "policy"
+    CHECKS = (
+        one_of("variant", VARIANT_NAMES),
+        one_of("alloc_head", AllocationHead.FORMS),
+        one_of("encoder", ENCODERS),
+        one_of("prior", PRIORS),
+        *(at_least(name, 1) for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers",
+                                         "pointer_heads", "pointer_ffn", "mlp_layers")),
+        rule(lambda c: c.hidden % c.heads == 0, "hidden ({hidden}) must be divisible by heads ({heads})"),
+        rule(lambda c: c.pointer_dim % c.pointer_heads == 0,
+             "pointer_dim ({pointer_dim}) must be divisible by pointer_heads ({pointer_heads})"),
+    )
 
     @classmethod
-    def paper(cls, variant: str = "tapfinger", **overrides: Any) -> "PolicyConfig":
+    def paper(cls, variant: str = DEFAULT_VARIANT, **overrides: Any) -> "PolicyConfig":
         """The paper's sizes: plain 6-layer HAN, 4 heads, hidden 256, unshared actors, and the
         reference pointer (d_model 256, feed-forward 2048)."""
         base = dict(variant=variant, hidden=256, han_layers=6, heads=4, faithful=True, shared_actors=False,
@@ -122,18 +117,10 @@ class PolicyConfig:
         base.update(overrides)
         return cls(**base)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "PolicyConfig":
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"policy config must be a mapping, got {type(raw).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise ConfigError(f"policy config: unknown key(s) {unknown}; valid keys: {sorted(names)}")
-        return cls(**dict(raw))
+    @property
+    def variant_spec(self) -> PolicyVariant:
+        """The registry entry of :attr:`variant` (its encoder and selector kinds)."""
+        return get_variant(self.variant)
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,6 +224,16 @@ class ActOutput:
     extra: dict[str, Tensor] = field(default_factory=dict)
 
 
+@dataclass
+class PolicyDistributions:
+    """Result of :meth:`TapFingerPolicy.distributions` (leading dims ``(B, N)``)."""
+
+    selection: Tensor  # (B, N, P) log-probabilities of the pending slots
+    allocation: Tensor  # (B, N, P, A) log-probabilities of the allocations, for every slot
+    skip: Tensor  # (B, N) bool: the agent has no feasible slot
+    value: Tensor  # (B, N) critic values
+
+
 # ---------------------------------------------------------------------------------------
 # The policy
 # ---------------------------------------------------------------------------------------
@@ -252,7 +249,9 @@ class TapFingerPolicy(nn.Module):
         self.alloc_dims = d["alloc_dims"]
         c = self.cfg
         H = c.hidden
-        if c.variant in ("tapfinger", "no-pointer"):
+        #: the variant's registry entry: which encoder (HAN or MLP) and task selector it builds
+        self.variant = c.variant_spec
+        if self.variant.encoder == "han":
             sizes = dict(hidden=H, layers=c.han_layers, heads=c.heads, faithful=c.faithful,
                          self_relation=c.self_relation)
             dims = (d["pending_features"], d["running_features"], d["cluster_features"])
@@ -264,7 +263,7 @@ class TapFingerPolicy(nn.Module):
             self.encoder = MLPEncoder(d["pending_features"], d["cluster_features"], hidden=H, layers=c.mlp_layers)
         n_act = 1 if c.shared_actors else d["N"]
         self.n_actor_sets = n_act
-        uses_pointer = c.variant in ("tapfinger", "no-han")
+        uses_pointer = self.variant.selector == "pointer"
         self.slot_proj = SlotProjector(n_act, H, c.pointer_dim) if uses_pointer else None
         self.pointer = (
             PointerNet(n_act, c.pointer_dim, c.pointer_layers, c.pointer_heads, c.pointer_ffn) if uses_pointer else None
@@ -316,8 +315,7 @@ class TapFingerPolicy(nn.Module):
             slots = self.slot_proj(enc.task, enc.cluster)
             return self.pointer(slots, obs["pending_mask"].bool(), feasible)
         zeros = torch.zeros(feasible.shape, device=enc.task.device, dtype=enc.task.dtype)
-        v = self.cfg.variant
-        if v == "no-pointer":
+        if self.variant.selector == "uniform":
             return zeros.masked_fill(~feasible, MASK_VALUE)
         first = feasible.to(torch.uint8).argmax(-1, keepdim=True)  # earliest feasible slot (FIFO)
         pick = torch.zeros_like(feasible).scatter_(-1, first, True)
@@ -402,17 +400,23 @@ class TapFingerPolicy(nn.Module):
         enc = self.encode(obs)
         return self.critic(enc.cluster, enc.glob)
 
-    @torch.no_grad()
-    def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Selection probabilities ``(B, N, P)`` and allocation probabilities for every slot ``(B, N, P, A)``."""
+    def distributions(self, obs: Mapping[str, Tensor]) -> PolicyDistributions:
+        """Every agent's full action distribution and value with one encoder pass; differentiable."""
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
-        sel = torch.softmax(self._selection_logits(obs, enc), dim=-1)
+        sel = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
         P = enc.task.shape[2]
         low = obs["pending_min"].long()
         high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
-        alloc = torch.softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
-        return sel, alloc
+        alloc = F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
+        skip = ~obs["feasible"].bool().any(-1)
+        return PolicyDistributions(sel, alloc, skip, self.critic(enc.cluster, enc.glob))
+
+    @torch.no_grad()
+    def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Selection probabilities ``(B, N, P)`` and allocation probabilities for every slot ``(B, N, P, A)``."""
+        dist = self.distributions(obs)
+        return dist.selection.exp(), dist.allocation.exp()
 
 
 # ---------------------------------------------------------------------------------------

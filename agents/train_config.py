@@ -19,21 +19,49 @@ text such as ``3e-4`` (which YAML 1.1 reads as a string). Precedence, lowest fir
 dataclass defaults, the YAML sections, the explicit CLI flags (``--steps``...), then the
 ``key=value`` overrides. Unknown keys and ill-typed values raise
 :class:`~envs.config.ConfigError`.
+
+:class:`TrainConfig` and ``PolicyConfig`` are both :class:`~agents.config_section.ConfigSection`
+dataclasses: the same typed assignment (``from_dict``, ``apply``) and declarative ``CHECKS``
+(``validate``). The CLI choices of ``train.py`` (``--vector``, ``--device``) are read from
+:data:`VECTOR_KINDS` and :data:`DEVICES` here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from envs.config import ConfigError, parse_override
 
-VECTOR_KINDS = ("auto", "batch", "dummy", "subproc", "ray")
-DEVICES = ("auto", "cpu", "cuda")
+from .config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
+    ConfigSection,
+    apply_values,
+    at_least,
+    between,
+    coerce,
+    greater_than,
+    one_of,
+    rule,
+)
+
+#: training vector env kinds (``train.vector``, ``train.py --vector``) and what each runs
+VECTOR_KIND_HELP = {
+    "auto": "batch",
+    "batch": "all envs in one batched simulator (envs/batched.py), in process or split over "
+             "train.workers processes",
+    "dummy": "one EdgeClustersEnv per env, in process (tianshou DummyVectorEnv)",
+    "subproc": "one EdgeClustersEnv per env, one process each (tianshou SubprocVectorEnv)",
+    "ray": "the batched simulator split over Ray actors (needs the optional ray extra)",
+}
+VECTOR_KINDS = tuple(VECTOR_KIND_HELP)
+#: devices of the learner (``train.device``, ``train.py --device``; ``evaluate.py --device`` too)
+DEVICE_HELP = {
+    "auto": "CUDA when available, else CPU",
+    "cpu": "the CPU",
+    "cuda": "the CUDA device (an error when there is none)",
+}
+DEVICES = tuple(DEVICE_HELP)
 EVAL_SCENARIOS = ("train", "eval")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
 EVAL_SEED_DEFAULT = 10_000
@@ -41,7 +69,7 @@ TRAIN_SEED_MIN = 1_000_000
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ConfigSection):
     """PPO and run hyper-parameters (defaults follow reference-tapfinger.md §4).
 
     Deviations from the reference: ``gamma`` is 1 in ``multi`` mode (as the reference) and
@@ -74,6 +102,12 @@ class TrainConfig:
     value_clip: bool = False
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
+    # -- warm start by imitation (agents/imitation.py), before the first PPO update of a new run
+    imitate: str | None = None  # teacher scheduler spec, e.g. "optimus:preemptive=false" (None: no warm start)
+    imitate_episodes: int = 32  # episodes (training workloads) recorded per imitation round
+    imitate_rounds: int = 4  # DAgger rounds after the teacher's own episodes (0: plain behaviour cloning)
+    imitate_epochs: int = 15  # passes of behaviour cloning over the recorded decisions, per round
+    imitate_lr: float = 1e-3  # Adam learning rate of behaviour cloning
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     collect_episodes: int | None = None  # or whole episodes per update (reference: = envs)
@@ -87,6 +121,50 @@ class TrainConfig:
     logdir: str = "runs"
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
     progress: bool = True  # tqdm progress bars
+
+    # declared once (agents/config_section.py): built in layers (defaults, the YAML's train:
+    # section, CLI flags, key=value overrides) with typed assignment, then validated once:
+    # field types, then these checks in order
+    SECTION = "train"
+    VALIDATE_ON_INIT = False
+    CHECKS = (
+        at_least("steps", 1),
+        at_least("envs", 1),
+        one_of("vector", VECTOR_KINDS),
+        rule(lambda c: c.workers is None or 1 <= c.workers <= c.envs,
+             "workers must be between 1 and envs ({envs}), got {workers}"),
+        one_of("device", DEVICES),
+        at_least("seed", 0),
+        at_least("torch_threads", 1, nullable=True),
+        greater_than("lr", 0, finite=True),
+        between("eps_clip", 0, 1, open=True),
+        between("gae_lambda", 0, 1),
+        between("gamma", 0, 1, nullable=True),
+        at_least("batch_size", 1),
+        at_least("repeat", 1),
+        at_least("vf_coef", 0),
+        at_least("ent_coef", 0),
+        greater_than("max_grad_norm", 0, nullable=True),
+        at_least("max_batchsize", 1),
+        rule(lambda c: c.collect_steps is None or c.collect_episodes is None,
+             "collect_steps and collect_episodes are exclusive: set one of them"),
+        at_least("collect_steps", 1, nullable=True),
+        at_least("collect_episodes", 1, nullable=True),
+        at_least("buffer_per_env", 1, nullable=True),
+        at_least("eval_every", 1),
+        at_least("eval_episodes", 1),
+        rule(lambda c: 0 <= c.eval_seed and c.eval_seed + c.eval_episodes <= TRAIN_SEED_MIN,
+             f"eval_seed must keep evaluation seeds below {TRAIN_SEED_MIN} (training seeds start there), "
+             "got eval_seed {eval_seed} with eval_episodes {eval_episodes}"),
+        one_of("eval_scenario", EVAL_SCENARIOS),
+        rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),
+        at_least("imitate_episodes", 1),
+        at_least("imitate_rounds", 0),
+        at_least("imitate_epochs", 0),
+        greater_than("imitate_lr", 0, finite=True),
+        at_least("save_every", 1, nullable=True),
+        rule(lambda c: bool(c.logdir), "logdir must not be empty"),
+    )
 
     # ------------------------------------------------------------------ derived values
     def resolved_gamma(self, mode: str) -> float:
@@ -134,119 +212,10 @@ class TrainConfig:
         epoch_len, epochs = self.epoch_plan(done)
         return done + epochs * math.ceil(epoch_len / batch) * batch
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "TrainConfig":
-        """Build and validate from a mapping (unknown keys are an error)."""
-        cfg = cls()
-        apply_train_values(cfg, raw)
-        return cfg
-
-    # ------------------------------------------------------------------ validation
-    def validate(self) -> "TrainConfig":
-        """Check ranges and combinations; raises :class:`ConfigError`."""
-
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(f"train.{msg}")
-
-        need(self.steps >= 1, f"steps must be >= 1, got {self.steps}")
-        need(self.envs >= 1, f"envs must be >= 1, got {self.envs}")
-        need(self.vector in VECTOR_KINDS, f"vector must be one of {list(VECTOR_KINDS)}, got {self.vector!r}")
-        need(self.workers is None or 1 <= self.workers <= self.envs,
-             f"workers must be between 1 and envs ({self.envs}), got {self.workers}")
-        need(self.device in DEVICES, f"device must be one of {list(DEVICES)}, got {self.device!r}")
-        need(self.seed >= 0, f"seed must be >= 0, got {self.seed}")
-        need(self.torch_threads is None or self.torch_threads >= 1, "torch_threads must be >= 1")
-        need(self.lr > 0 and math.isfinite(self.lr), f"lr must be > 0, got {self.lr}")
-        need(0 < self.eps_clip < 1, f"eps_clip must be in (0, 1), got {self.eps_clip}")
-        need(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        need(self.gamma is None or 0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        need(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
-        need(self.repeat >= 1, f"repeat must be >= 1, got {self.repeat}")
-        need(self.vf_coef >= 0, f"vf_coef must be >= 0, got {self.vf_coef}")
-        need(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
-        need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm must be > 0 or null")
-        need(self.max_batchsize >= 1, f"max_batchsize must be >= 1, got {self.max_batchsize}")
-        need(
-            self.collect_steps is None or self.collect_episodes is None,
-            "collect_steps and collect_episodes are exclusive: set one of them",
-        )
-        need(self.collect_steps is None or self.collect_steps >= 1, "collect_steps must be >= 1")
-        need(self.collect_episodes is None or self.collect_episodes >= 1, "collect_episodes must be >= 1")
-        need(self.buffer_per_env is None or self.buffer_per_env >= 1, "buffer_per_env must be >= 1")
-        need(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
-        need(self.eval_episodes >= 1, f"eval_episodes must be >= 1, got {self.eval_episodes}")
-        need(
-            0 <= self.eval_seed and self.eval_seed + self.eval_episodes <= TRAIN_SEED_MIN,
-            f"eval_seed must keep evaluation seeds below {TRAIN_SEED_MIN} (training seeds start there)",
-        )
-        need(self.eval_scenario in EVAL_SCENARIOS, f"eval_scenario must be one of {list(EVAL_SCENARIOS)}")
-        need(self.save_every is None or self.save_every >= 1, "save_every must be >= 1 or null")
-        need(bool(self.logdir), "logdir must not be empty")
-        return self
-
-
-# ---------------------------------------------------------------------------------------
-# typed assignment
-# ---------------------------------------------------------------------------------------
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def coerce(section: str, name: str, value: Any, annotation: Any) -> Any:
-    """Check/convert ``value`` to the dataclass field type ``annotation`` (int, float, bool, str, X | None)."""
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else (annotation,)
-    if value is None:
-        if type(None) in options:
-            return None
-        raise ConfigError(f"{section}.{name} must not be null")
-    if isinstance(value, str) and (int in options or float in options):
-        # YAML 1.1 reads "3e-4" (no dot) as a string: accept numeric text for number fields
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-        if number is not None and math.isfinite(number):
-            value = int(number) if int in options and float not in options and number.is_integer() else number
-    for opt in options:
-        if opt is type(None):
-            continue
-        if opt is bool:
-            if isinstance(value, bool):
-                return value
-        elif opt is int:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-        elif opt is float:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-        elif opt is str:
-            if isinstance(value, str):
-                return value
-        else:  # pragma: no cover - no other field types are used
-            return value
-    names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
-    raise ConfigError(f"{section}.{name} must be {names}, got {value!r}")
-
-
-def apply_values(obj: Any, section: str, values: Mapping[str, Any]) -> None:
-    """Set dataclass fields of ``obj`` from a mapping, type-checked; unknown keys raise."""
-    hints = _field_types(type(obj))
-    names = [f.name for f in dataclasses.fields(obj)]
-    for key, value in values.items():
-        if key not in names:
-            raise ConfigError(f"unknown {section} key {key!r}; valid keys: {', '.join(sorted(names))}")
-        setattr(obj, key, coerce(section, key, value, hints[key]))
-
 
 def apply_train_values(cfg: TrainConfig, values: Mapping[str, Any]) -> TrainConfig:
-    apply_values(cfg, "train", values)
-    return cfg
+    """Assign ``values`` to ``cfg`` (typed; unknown keys raise); validate with :meth:`TrainConfig.validate`."""
+    return cfg.apply(values)
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,14 +34,12 @@ every read goes through :func:`agents.checkpoint.read_checkpoint` (``weights_onl
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import importlib.util
 import math
 import random
 import sys
 import time
-import typing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -58,7 +56,7 @@ from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict,
 from envs.batched import EPISODE_INFO, STEP_INFO
 
 from .vector_env import SeedSchedule
-from .train_config import SplitOverrides, TrainConfig, apply_train_values, coerce, split_overrides
+from .train_config import TRAIN_SEED_MIN, SplitOverrides, TrainConfig, apply_train_values, split_overrides
 
 LAST = "last.pt"
 BEST = "best.pt"
@@ -329,21 +327,10 @@ def _policy_module() -> Any:
 
 
 def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]) -> Any:
-    """A validated ``PolicyConfig`` from a base dict plus overrides; unknown keys raise."""
-    mod = _policy_module()
-    names = {f.name for f in dataclasses.fields(mod.PolicyConfig)}
-    hints = typing.get_type_hints(mod.PolicyConfig)
-    raw = dict(base) if base is not None else mod.PolicyConfig().to_dict()
-    for key, value in values.items():
-        if key not in names:
-            raise ConfigError(f"unknown policy key {key!r}; valid keys: {', '.join(sorted(names))}")
-        raw[key] = coerce("policy", key, value, hints[key]) if hints.get(key) in (int, float, bool, str) else value
-    try:
-        return mod.PolicyConfig.from_dict(raw)  # validates (ConfigError)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(f"policy: {exc}") from None
+    """A validated ``PolicyConfig``: the defaults, then ``base`` (a checkpoint's ``policy_config``),
+    then ``values``, assigned typed by :meth:`~agents.config_section.ConfigSection.from_dict`;
+    unknown keys, ill-typed values and failed checks raise :class:`ConfigError`."""
+    return _policy_module().PolicyConfig.from_dict(base if base is not None else {}, values)
 
 
 def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -803,6 +790,32 @@ def build_algorithm(spec: RunSpec, env: Any, device: torch.device) -> tuple[Any,
     return algorithm, net
 
 
+def warm_start(spec: RunSpec, algorithm: Any, net: torch.nn.Module) -> Any:
+    """``train.imitate``: clone the teacher scheduler into ``net`` (behaviour cloning and DAgger,
+    :mod:`agents.imitation`) and start PPO's return scaling from the returns it saw."""
+    from .imitation import warm_start as clone_teacher
+
+    t = spec.train
+    result = clone_teacher(
+        net, spec.scenario, str(t.imitate), episodes=t.imitate_episodes, rounds=t.imitate_rounds,
+        epochs=t.imitate_epochs, lr=t.imitate_lr, batch_size=t.batch_size,
+        gamma=t.resolved_gamma(spec.scenario.mode), seed=t.seed, seed_low=TRAIN_SEED_MIN, vf_coef=t.vf_coef,
+        log=lambda line: print(line, flush=True) if spec.eval_lines else None,
+    )
+    algorithm.load_return_scaler_state(result.clones[-1].return_scaler_state())
+    return result
+
+
+def log_warm_start(writer: Any, result: Any) -> None:
+    """The warm start's per-round losses and JCTs as TensorBoard scalars (``imitation/...``)."""
+    writer.add_scalar("imitation/teacher_mean_jct", result.teacher_mean_jct, 0)
+    for i, (jct, fit) in enumerate(zip(result.played_mean_jct, result.clones)):
+        writer.add_scalar("imitation/played_mean_jct", jct, i)
+        if fit.actor_loss:
+            writer.add_scalar("imitation/actor_loss", fit.actor_loss[-1], i)
+            writer.add_scalar("imitation/critic_loss", fit.critic_loss[-1], i)
+
+
 def _restore(spec: RunSpec, algorithm: Any, net: torch.nn.Module) -> None:
     ckpt = spec.resume
     assert ckpt is not None
@@ -874,8 +887,11 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
         algorithm, net = build_algorithm(spec, train_envs, device)
         if spec.resume is not None:
             _restore(spec, algorithm, net)
+        warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
         write_config(spec, {"restarts": restarts, "device": str(device)})
         writer = SummaryWriter(log_dir=str(spec.run_dir))
+        if warm is not None:
+            log_warm_start(writer, warm)
         session = _Session(spec, algorithm, net, writer)
         restored = None
         if spec.resume is not None:

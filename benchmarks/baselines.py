@@ -4,13 +4,16 @@
                                    [--workers 2] [--train] [--json] [key=value ...]
 
 A scheduler may carry constructor options: ``optimus:preemptive=false,oracle=true``
-(values parsed as YAML); the table labels it by that spec.
+(values parsed as YAML, the syntax of ``evaluate.py --schedulers``:
+:mod:`agents.evaluation.schedulers`); the table labels it by that spec.
 
-Each (scenario, scheduler, seed) episode runs through :func:`envs.scheduling.run_episode` on
-the scenario's evaluation variant (:meth:`ScenarioConfig.for_evaluation`; ``--train`` keeps
-the training variant), in ``--workers`` processes. Seeds are ``0..K-1``, so every scheduler
-sees the same workloads. ``key=value`` overrides apply to every scenario (e.g.
-``num_tasks=30`` for a quick run).
+The episodes run through the evaluation runner (:func:`agents.evaluation.run_evaluation`, the
+one ``evaluate.py`` uses): per scenario, every scheduler on every seed in ``--workers``
+processes, on the scenario's evaluation variant (:meth:`ScenarioConfig.for_evaluation`;
+``--train`` keeps the training variant). Seeds are ``0..K-1``, so every scheduler sees the
+same workloads. ``key=value`` overrides apply to every scenario (e.g. ``num_tasks=30`` for a
+quick run). A scheduler that raises is reported as failed in its scenario's rows (the others
+still run) and makes the exit code 1.
 
 Per scheduler and scenario: the mean over seeds of the per-seed mean JCT with its 95%
 confidence interval (t-distribution over the per-seed means), the mean decision time in
@@ -21,7 +24,7 @@ way. Scenarios whose progress functions cannot be built (``testbed-*`` without
 ``envs/data/testbed_progress.json``) are skipped with a message on stderr.
 
 Output: a Markdown table, then one JSON line (``--json``: the JSON line only).
-Exit codes: 0 success, 2 bad input (message on stderr), 1 internal error.
+Exit codes: 0 success, 2 bad input (message on stderr), 1 internal error or a failed scheduler.
 """
 
 from __future__ import annotations
@@ -32,34 +35,24 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np  # noqa: E402
 
-from agents.baselines import available_schedulers, make_scheduler  # noqa: E402
+from agents.baselines import available_schedulers  # noqa: E402
+from agents.evaluation import SchedulerSpec, resolve_schedulers, run_evaluation  # noqa: E402
+from agents.evaluation.runner import bound_durations  # noqa: E402
 from agents.evaluation.schedulers import is_scheduler_spec as is_spec  # noqa: E402
-from agents.evaluation.schedulers import parse_scheduler_spec as parse_spec  # noqa: E402
+from agents.evaluation.schedulers import parse_scheduler_spec as parse_spec  # noqa: E402,F401 (shared syntax, tested)
 from agents.evaluation.summary import json_safe, mean_halfwidth  # noqa: E402
-from envs.bound import bound_mean_jct  # noqa: E402
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario  # noqa: E402
-from envs.core import Simulator  # noqa: E402
-from envs.progress import ProgressFunction, build_progress_functions  # noqa: E402
-from envs.scheduling import run_episode  # noqa: E402
+from envs.progress import build_progress_functions  # noqa: E402
+from envs.scheduling import EpisodeResult  # noqa: E402
 
 BOUND = "bound"
-_CACHE: dict[str, tuple[ScenarioConfig, list[ProgressFunction]]] = {}
-
-
-def _make(spec: str):
-    name, options = parse_spec(spec)
-    return make_scheduler(name, **options)
 
 
 def scenario_config(name: str, overrides: list[str], train: bool) -> ScenarioConfig:
@@ -68,50 +61,65 @@ def scenario_config(name: str, overrides: list[str], train: bool) -> ScenarioCon
     return cfg if train else cfg.for_evaluation()
 
 
-def _setup(name: str, overrides: list[str], train: bool) -> tuple[ScenarioConfig, list[ProgressFunction]]:
-    if name not in _CACHE:  # once per worker process
-        cfg = scenario_config(name, overrides, train)
-        _CACHE[name] = (cfg, build_progress_functions(cfg))
-    return _CACHE[name]
+def scheduler_specs(schedulers: Sequence[str]) -> list[SchedulerSpec]:
+    """The runner's specs of ``name[:options]`` texts (bad names/options: :class:`ConfigError`)."""
+    specs: list[SchedulerSpec] = []
+    for text in schedulers:
+        for spec in resolve_schedulers(text):
+            if spec.name not in [s.name for s in specs]:
+                specs.append(spec)
+    return specs
 
 
-def run_job(job: tuple[str, str, int, list[str], bool]) -> dict[str, Any]:
-    """One episode (or the bound when the scheduler is ``bound``) -> plain numbers."""
-    scenario, scheduler, seed, overrides, train = job
-    cfg, functions = _setup(scenario, overrides, train)
-    if scheduler == BOUND:
-        return {"scenario": scenario, "scheduler": BOUND, "seed": seed,
-                "mean_jct": bound_mean_jct(Simulator(cfg, seed, functions))}
+def run_scenario(
+    cfg: ScenarioConfig, specs: Sequence[SchedulerSpec], seeds: list[int], workers: int
+) -> tuple[dict[str, list[EpisodeResult]], list[np.ndarray], dict[str, str]]:
+    """Every scheduler on every seed of one scenario: (results per scheduler, bound per seed, errors).
+
+    One :func:`run_evaluation` call runs them all. If it raises, every scheduler runs again on
+    its own so that one broken scheduler does not sink the table: the ones that raise are
+    returned in ``errors`` (``"Type: message"``), the others in the results.
+    """
     try:
-        result = run_episode(cfg, _make(scheduler), seed, functions)
-    except Exception as exc:  # one broken scheduler must not sink the whole table
-        return {"scenario": scenario, "scheduler": scheduler, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
-    return {
-        "scenario": scenario, "scheduler": scheduler, "seed": seed,
-        "mean_jct": result.mean_jct, "decision_ms": result.decision_ms, "steps": result.steps,
-        "truncated": bool(result.truncated), "invalid": int(result.invalid),
-        "finished": int(result.jct.size), "tasks": int(result.records["jct"].size),
-    }
+        run = run_evaluation(cfg, specs, seeds, workers=workers, progress=False)
+    except Exception:  # noqa: BLE001 - which scheduler failed is found out below
+        run = None
+    if run is not None:
+        return run.results, run.bound, {}
+    results: dict[str, list[EpisodeResult]] = {}
+    errors: dict[str, str] = {}
+    bound = None
+    for spec in specs:
+        try:
+            run = run_evaluation(cfg, [spec], seeds, workers=workers, progress=False)
+        except Exception as exc:  # noqa: BLE001 - reported in the table and the exit code
+            errors[spec.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        results[spec.name], bound = run.results[spec.name], run.bound
+    if bound is None:
+        bound = bound_durations(cfg, seeds, build_progress_functions(cfg))
+    return results, bound, errors
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-scheduler summary over seeds of one scenario's rows."""
-    errors = sorted({r["error"] for r in rows if "error" in r})
-    if errors:
-        return {"error": "; ".join(errors), "mean_jct": float("nan"), "ci95": float("nan")}
-    rows = sorted(rows, key=lambda r: r["seed"])
-    per_seed = [r["mean_jct"] for r in rows]
+def _interval(seeds: Sequence[int], per_seed: list[float]) -> dict[str, Any]:
     mean, half = mean_halfwidth(per_seed)
-    out: dict[str, Any] = {
-        "mean_jct": mean, "ci95": half, "ci95_range": [mean - half, mean + half],
-        "per_seed": per_seed, "seeds": [r["seed"] for r in rows],
-    }
-    if rows and rows[0]["scheduler"] != BOUND:
-        out["decision_ms"] = float(np.mean([r["decision_ms"] for r in rows]))
-        out["steps"] = float(np.mean([r["steps"] for r in rows]))
-        out["truncated"] = int(sum(r["truncated"] for r in rows))
-        out["invalid"] = int(sum(r["invalid"] for r in rows))
+    return {"mean_jct": mean, "ci95": half, "ci95_range": [mean - half, mean + half],
+            "per_seed": per_seed, "seeds": list(seeds)}
+
+
+def summarise(seeds: Sequence[int], results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """One scheduler's summary over the seeds of one scenario (``results`` in seed order)."""
+    out = _interval(seeds, [r.mean_jct for r in results])
+    out["decision_ms"] = float(np.mean([r.decision_ms for r in results]))
+    out["steps"] = float(np.mean([r.steps for r in results]))
+    out["truncated"] = int(sum(bool(r.truncated) for r in results))
+    out["invalid"] = int(sum(int(r.invalid) for r in results))
     return out
+
+
+def summarise_bound(seeds: Sequence[int], bound: Sequence[np.ndarray]) -> dict[str, Any]:
+    """The ``bound`` row: per seed the mean over tasks of their fastest possible JCT."""
+    return _interval(seeds, [float(np.mean(b)) for b in bound])
 
 
 def _fmt(x: float, digits: int = 2) -> str:
@@ -161,16 +169,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def prepare(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, str]]:
-    """Validate names; returns (scenarios, schedulers, skipped scenario -> reason)."""
+def prepare(args: argparse.Namespace) -> tuple[list[str], list[SchedulerSpec], dict[str, str]]:
+    """Validate names; returns (scenarios, scheduler specs, skipped scenario -> reason)."""
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     scenarios = args.scenarios or available_scenarios()
-    schedulers = args.schedulers or available_schedulers()
-    for spec in schedulers:
-        _make(spec)  # raises ConfigError naming the valid ones / bad options
+    specs = scheduler_specs(args.schedulers or available_schedulers())  # ConfigError naming the valid ones
     kept, skipped = [], {}
     for name in scenarios:
         cfg = scenario_config(name, args.overrides, args.train)  # bad names/overrides -> ConfigError
@@ -180,47 +186,46 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], list[str], dict[str, s
             skipped[name] = f"progress functions unavailable ({exc}); for test-bed scenarios run `python -m envs.trace_fit`"
             continue
         kept.append(name)
-    return kept, schedulers, skipped
+    return kept, specs, skipped
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        scenarios, schedulers, skipped = prepare(args)
+        scenarios, specs, skipped = prepare(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for name, reason in skipped.items():
         print(f"skipping scenario {name}: {reason}", file=sys.stderr)
     seeds = list(range(args.seeds))
-    cost = {s: (lambda c: c.num_tasks * c.num_clusters)(scenario_config(s, args.overrides, args.train)) for s in scenarios}
-    jobs = [(sc, name, seed, list(args.overrides), args.train)
-            for sc in sorted(scenarios, key=lambda s: -cost[s]) for name in [*schedulers, BOUND] for seed in seeds]
     t0 = time.perf_counter()
-    if args.workers == 1:
-        rows = [run_job(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            rows = list(pool.map(run_job, jobs, chunksize=1))
-    elapsed = time.perf_counter() - t0
     results: dict[str, dict[str, Any]] = {}
+    failed: set[str] = set()
     for sc in scenarios:
-        mine = [r for r in rows if r["scenario"] == sc]
+        cfg = scenario_config(sc, args.overrides, args.train)
+        runs, bound, errors = run_scenario(cfg, specs, seeds, args.workers)
+        failed.update(errors)
         results[sc] = {
-            "schedulers": {n: summarise([r for r in mine if r["scheduler"] == n]) for n in schedulers},
-            BOUND: summarise([r for r in mine if r["scheduler"] == BOUND]),
+            "schedulers": {
+                s.name: ({"error": errors[s.name], "mean_jct": math.nan, "ci95": math.nan} if s.name in errors
+                         else summarise(seeds, runs[s.name]))
+                for s in specs
+            },
+            BOUND: summarise_bound(seeds, bound),
         }
+    elapsed = time.perf_counter() - t0
     if not args.json:
         print(markdown_table(results, len(seeds)))
-        print(f"\n{len(jobs)} jobs on {args.workers} worker(s) in {elapsed:.1f} s", file=sys.stderr)
+        episodes = len(scenarios) * len(specs) * len(seeds)
+        print(f"\n{episodes} episodes on {args.workers} worker(s) in {elapsed:.1f} s", file=sys.stderr)
     summary = {
         "benchmark": "baselines", "seeds": seeds, "workers": args.workers, "train_variant": args.train,
         "overrides": list(args.overrides), "elapsed_s": round(elapsed, 2), "skipped": skipped, "results": results,
     }
     print(json.dumps(json_safe(summary)))
-    failed = sorted({r["scheduler"] for r in rows if "error" in r})
     if failed:
-        print(f"error: scheduler(s) failed: {', '.join(failed)} (see the table)", file=sys.stderr)
+        print(f"error: scheduler(s) failed: {', '.join(sorted(failed))} (see the table)", file=sys.stderr)
         return 1
     return 0
 

@@ -2,21 +2,22 @@
 
 Trains ``train.py``'s pipeline (same code path: :func:`agents.training.prepare_run` and
 :func:`agents.training.run_training`) for ``--steps`` env steps on CPU with ``--envs``
-subprocess envs. The default scenario is *sjf-small*: ``sjf-3`` (the paper's SJF toy, 1-step
-and 10-step tasks, minimum (3, 3), multi-task mode) shrunk to clusters of (6, 6) with a
-per-task maximum of (6, 6), arrival rate 1 and 96 tasks, so each agent chooses among 16
-allocations instead of 196 and only the minimum lets two tasks share a cluster; ``--full``
-trains on the unmodified ``--config`` instead (it needs millions of steps, see the README).
-The PPO settings are the reference's except lr 1e-3, 4 passes per batch and hidden size 64
-(``DEFAULTS``). It then evaluates the best
-checkpoint (chosen by the in-training validation on seeds 10_000+) and the last one with the
-deterministic policy through :func:`envs.scheduling.run_episode` +
-:class:`agents.tapfinger.TapFingerScheduler` on held-out workload seeds ``100_000 + k``,
-against ``random``, ``min`` and ``optimus`` (skipped with a message if unavailable) on the
-same seeds. Usage::
+environments (``--vector``, default ``subproc``). The default scenario is *sjf-small*:
+``sjf-3`` (the paper's SJF toy, 1-step and 10-step tasks, minimum (3, 3), multi-task mode)
+shrunk to clusters of (6, 6) with a per-task maximum of (6, 6), arrival rate 1 and 96 tasks,
+so each agent chooses among 16 allocations instead of 196 and only the minimum lets two tasks
+share a cluster; ``--full`` trains on the unmodified ``--config`` instead (it needs millions of
+steps, see the README). The PPO settings are :class:`agents.train_config.TrainConfig`'s
+defaults except lr 1e-3, 4 passes per batch, hidden size 64, collection batches of 1,024 env
+steps and a validation every 4,096 (``DEFAULTS``). It then evaluates the best checkpoint
+(chosen by the in-training validation on seeds 10_000+) and the last one with the
+deterministic policy on held-out workload seeds ``100_000 + k``, against ``random``, ``min``
+and ``optimus`` (skipped with a message if unavailable) on the same seeds, through the
+evaluation runner of ``evaluate.py`` (:func:`agents.evaluation.run_evaluation`; in-process, or
+in ``--workers`` processes: the numbers do not depend on the worker count). Usage::
 
     python benchmarks/learning.py [--config sjf-3] [--full] [--steps 50000] [--envs 2]
-                                  [--eval-seeds 10] [--logdir DIR] [--json] [key=value ...]
+                                  [--eval-seeds 10] [--workers 1] [--logdir DIR] [--json] [key=value ...]
 
 ``key=value`` overrides follow ``train.py`` (``train.lr=3e-4``, ``policy.hidden=64``,
 ``num_tasks=96``). Prints a table; the last stdout line is one JSON object with the step
@@ -38,11 +39,8 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from agents.evaluation.summary import mean_halfwidth  # noqa: E402
+from agents.evaluation import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
+from agents.evaluation.summary import mean_halfwidth
 
 #: benchmark defaults (the run's own defaults are TrainConfig's); overridable with key=value
 DEFAULTS = [
@@ -61,24 +59,21 @@ BASELINES = ("random", "min", "optimus")
 TEST_SEED = 100_000
 
 
-def evaluate(cfg: Any, schedulers: dict[str, Any], seeds: list[int]) -> dict[str, dict[str, Any]]:
-    """Mean JCT of every scheduler (a factory per episode) on the same seeds."""
-    from envs.progress import build_progress_functions
-    from envs.scheduling import run_episode
-
-    functions = build_progress_functions(cfg)
+def evaluate(cfg: Any, specs: list[SchedulerSpec], seeds: list[int], workers: int = 1) -> dict[str, dict[str, Any]]:
+    """Mean JCT of every scheduler on the same seeds (:func:`agents.evaluation.run_evaluation`)."""
+    run = run_evaluation(cfg, specs, seeds, workers=workers, device="cpu", progress=False)
     out = {}
-    for name, factory in schedulers.items():
-        t0 = time.perf_counter()
-        jcts, truncated = [], 0
-        for seed in seeds:
-            res = run_episode(cfg, factory(), seed, functions)
-            jcts.append(res.mean_jct)
-            truncated += int(res.truncated)
+    for name, results in run.results.items():
+        jcts = [r.mean_jct for r in results]
         mean, ci = mean_halfwidth(jcts)
         out[name] = {"mean_jct": mean, "ci95": ci, "per_seed": [round(j, 4) for j in jcts],
-                     "truncated": truncated, "eval_s": round(time.perf_counter() - t0, 2)}
+                     "truncated": sum(int(r.truncated) for r in results)}
     return out
+
+
+def policy_spec(name: str, checkpoint: Path, cfg: Any) -> SchedulerSpec:
+    """The runner's spec of a checkpoint, labelled ``name`` (checked against ``cfg``)."""
+    return SchedulerSpec(name=name, checkpoint=str(checkpoint), **check_checkpoint(checkpoint, cfg))
 
 
 def collect_speed(run_dir: Path) -> float | None:
@@ -100,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-seeds", type=int, default=10)
+    p.add_argument("--workers", type=int, default=1,
+                   help="evaluation worker processes (default 1, in-process: a spawned worker first loads torch "
+                        "and the checkpoints, which costs more than it saves on a small evaluation)")
     p.add_argument("--vector", default="subproc", choices=("dummy", "subproc", "ray"))
     p.add_argument("--logdir", default=None, help="keep the run here (default: a temporary directory)")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -108,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from agents.baselines import available_schedulers, make_scheduler
-    from agents.tapfinger import TapFingerScheduler
+    from agents.baselines import available_schedulers
     from agents.training import BEST, LAST, prepare_run, run_training
     from envs.config import ConfigError
 
@@ -138,22 +135,17 @@ def main(argv: list[str] | None = None) -> int:
         f"best validation mean JCT {result.best_mean_jct}")
 
     seeds = [TEST_SEED + k for k in range(args.eval_seeds)]
-    best_policy = TapFingerScheduler(checkpoint=spec.run_dir / BEST).policy
-    last_policy = TapFingerScheduler(checkpoint=spec.run_dir / LAST).policy
-    schedulers: dict[str, Any] = {
-        "tapfinger(best)": lambda: TapFingerScheduler(policy=best_policy),
-        "tapfinger(last)": lambda: TapFingerScheduler(policy=last_policy),
-    }
-    skipped = []
+    specs = [policy_spec("tapfinger(best)", spec.run_dir / BEST, spec.scenario),
+             policy_spec("tapfinger(last)", spec.run_dir / LAST, spec.scenario)]
     known = available_schedulers()
-    for name in BASELINES:
-        if name in known:
-            schedulers[name] = (lambda n=name: make_scheduler(n))
-        else:
-            skipped.append(name)
-            log(f"skipping {name}: not available in agents.baselines")
+    present = [name for name in BASELINES if name in known]
+    skipped = [name for name in BASELINES if name not in known]
+    for name in skipped:
+        log(f"skipping {name}: not available in agents.baselines")
+    if present:
+        specs += resolve_schedulers(",".join(present))
     t0 = time.perf_counter()
-    table = evaluate(spec.scenario, schedulers, seeds)
+    table = evaluate(spec.scenario, specs, seeds, workers=args.workers)
     eval_s = time.perf_counter() - t0
 
     # paired over seeds (common random numbers): learned - baseline, negative = learned is better

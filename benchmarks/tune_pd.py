@@ -12,7 +12,11 @@ which ``F="tuned"`` reads. Existing entries of other scenarios are kept. Prints 
     python benchmarks/tune_pd.py --compare --seeds 0-4 --schedulers min random pd-maxsche
 
 ``--compare`` only reports (mean JCT and decision ms per scheduler and scenario); it never
-writes the tuned table and is the one mode that may use evaluation seeds.
+writes the tuned table and is the one mode that may use evaluation seeds. Scheduler options
+follow a colon, as in ``evaluate.py --schedulers`` (``pd-maxsche:F=paper,cpu_policy=min``).
+
+The episodes run through the evaluation runner (:func:`agents.evaluation.run_evaluation`):
+per scenario, every (scheduler, ``F``) on every seed in ``--workers`` processes.
 Exit codes: 0 success, 2 bad input.
 """
 
@@ -23,19 +27,15 @@ import json
 import math
 import sys
 import time
-from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from agents.baselines import make_scheduler  # noqa: E402
-from agents.baselines.primal_dual import TUNED_PATH  # noqa: E402
-from envs.config import ConfigError, available_scenarios, load_scenario  # noqa: E402
-from envs.scheduling import run_episode  # noqa: E402
+from agents.baselines import make_scheduler
+from agents.baselines.primal_dual import TUNED_PATH
+from agents.evaluation import SchedulerSpec, run_evaluation
+from agents.evaluation.schedulers import parse_scheduler_spec
+from envs.config import ConfigError, available_scenarios, load_scenario
 
 SCHEDULERS = ("pd-maxweight", "pd-maxsche")
 GRID = (1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
@@ -66,23 +66,33 @@ def episode_score(result) -> float:
     return float(jct.mean()) if jct.size else float("nan")
 
 
-def _job(args: tuple) -> tuple:
-    scheduler, options, scenario, variant, seed = args
-    cfg = load_scenario(scenario)
-    if variant == "eval":
-        cfg = cfg.for_evaluation()
-    result = run_episode(cfg, make_scheduler(scheduler, **options), seed)
-    return (scheduler, json.dumps(options, sort_keys=True), scenario, seed,
-            episode_score(result), result.decision_ms, result.invalid, result.truncated)
+def run_grid(
+    entries: list[tuple[str, dict]], scenarios: list[str], variant: str, seeds: list[int], workers: int
+) -> list[tuple]:
+    """Every (scheduler, options) entry on every scenario and seed, through the evaluation runner.
 
-
-def _run(jobs: list[tuple], workers: int) -> list[tuple]:
-    # long scenarios first for a better balance across workers
-    jobs = sorted(jobs, key=lambda j: -load_scenario(j[2]).num_tasks)
-    if workers <= 1:
-        return [_job(j) for j in jobs]
-    with Pool(workers) as pool:
-        return pool.map(_job, jobs, chunksize=1)
+    One :func:`agents.evaluation.run_evaluation` call per scenario runs all entries on all seeds
+    in ``workers`` processes. Returns one row per episode:
+    ``(scheduler, options as sorted JSON, scenario, seed, score, decision_ms, invalid, truncated)``.
+    """
+    labelled: dict[str, tuple[str, dict]] = {}
+    for name, options in entries:  # a repeated entry runs once
+        opts = json.dumps(options, sort_keys=True)
+        labelled.setdefault(name + ("" if opts == "{}" else opts), (name, options))
+    specs = [SchedulerSpec(name=label, baseline=name, options=tuple(options.items()))
+             for label, (name, options) in labelled.items()]
+    rows = []
+    for scenario in sorted(scenarios, key=lambda s: -load_scenario(s).num_tasks):  # the output's order
+        cfg = load_scenario(scenario)
+        if variant == "eval":
+            cfg = cfg.for_evaluation()
+        run = run_evaluation(cfg, specs, seeds, workers=workers, progress=False)
+        for spec in specs:
+            name, options = labelled[spec.name]
+            for seed, result in zip(run.seeds, run.results[spec.name]):
+                rows.append((name, json.dumps(options, sort_keys=True), scenario, seed,
+                             episode_score(result), result.decision_ms, result.invalid, result.truncated))
+    return rows
 
 
 def pick(scores: dict[float, float]) -> float:
@@ -109,12 +119,9 @@ def tune(args: argparse.Namespace) -> dict:
     seeds = parse_seeds(args.seeds)
     if min(seeds) < TRAINING_SEED_MIN:
         raise ConfigError(f"tuning seeds must be >= {TRAINING_SEED_MIN} (evaluation seeds are 0..4), got {seeds}")
-    jobs = [
-        (sch, {"F": f}, scen, args.variant, seed)
-        for sch in args.schedulers for scen in args.scenarios for f in args.grid for seed in seeds
-    ]
     t0 = time.perf_counter()
-    results = _run(jobs, args.workers)
+    entries = [(sch, {"F": f}) for sch in args.schedulers for f in args.grid]
+    results = run_grid(entries, args.scenarios, args.variant, seeds, args.workers)
     raw: dict = {}
     for sch, opts, scen, seed, score, ms, invalid, truncated in results:
         if invalid:
@@ -150,27 +157,12 @@ def tune(args: argparse.Namespace) -> dict:
     return ordered
 
 
-def parse_spec(text: str) -> tuple[str, dict]:
-    """``pd-maxsche:F=paper,cpu_policy=min`` -> (name, options); values parsed as YAML scalars."""
-    import yaml
-
-    name, _, rest = text.partition(":")
-    opts = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"scheduler option {item!r} is not key=value")
-        opts[key.strip()] = yaml.safe_load(value)
-    return name, opts
-
-
 def compare(args: argparse.Namespace) -> dict:
     seeds = parse_seeds(args.seeds)
-    specs = [parse_spec(s) for s in args.schedulers]
+    specs = [parse_scheduler_spec(s) for s in args.schedulers]
     for name, opts in specs:
         make_scheduler(name, **opts)  # fail fast on bad names/options
-    jobs = [(n, o, scen, args.variant, seed) for n, o in specs for scen in args.scenarios for seed in seeds]
-    results = _run(jobs, args.workers)
+    results = run_grid(specs, args.scenarios, args.variant, seeds, args.workers)
     out: dict = {}
     for sch, opts, scen, seed, score, ms, invalid, truncated in results:
         label = sch + ("" if opts == "{}" else opts)

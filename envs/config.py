@@ -16,12 +16,12 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from .progress_registry import PROGRESS_KINDS, TRACE_MODES
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 MODES = ("single", "multi")
 REWARDS = ("team", "per_cluster")
 CONNECTIVITY_MODELS = ("bandwidth", "random_subset")
-PROGRESS_KINDS = ("constant", "tanh", "trace")
-TRACE_MODES = ("powerlaw", "legacy", "constant_rate")
 
 
 class ConfigError(ValueError):
@@ -59,7 +59,7 @@ class TraceSource:
     """Where test-bed progress parameters come from and how they are turned into progress."""
 
     params: str = ""  # path of a fitted parameter JSON; "" = the table shipped in envs/data
-    mode: str = "powerlaw"
+    mode: str = TRACE_MODES[0]
 
 
 @dataclass(frozen=True)
@@ -262,20 +262,19 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
 
 
 def _progress_spec(name: str, spec: Any) -> dict:
+    """A task type's progress spec checked against its registered kind (defaults filled in)."""
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{name} must be a mapping with a 'kind', got {spec!r}")
-    kind = _choice(f"{name}.kind", spec.get("kind"), PROGRESS_KINDS)
-    allowed = {"constant": ("kind", "steps"), "tanh": ("kind", "scale", "offset"), "trace": ("kind", "task")}[kind]
-    _check_keys(name, spec, allowed)
+    kind = PROGRESS_KINDS[_choice(f"{name}.kind", spec.get("kind"), tuple(PROGRESS_KINDS))]
+    _check_keys(name, spec, ("kind", *kind.params))
     out = dict(spec)
-    if kind == "constant":
-        out["steps"] = _number(f"{name}.steps", spec.get("steps"), lo=1, integer=True)
-    elif kind == "tanh":
-        out["scale"] = _number(f"{name}.scale", spec.get("scale", 16.0), lo=1e-9)
-        out["offset"] = _number(f"{name}.offset", spec.get("offset", 1.2), lo=1.0 + 1e-9)
-    else:
-        if not isinstance(spec.get("task"), str):
-            raise ConfigError(f"{name}.task must name a measured task (e.g. mnist), got {spec.get('task')!r}")
+    for key, param in kind.params.items():
+        value = spec.get(key) if param.required else spec.get(key, param.default)
+        if param.type == "str":
+            if not isinstance(value, str):
+                raise ConfigError(f"{name}.{key} {param.what}, got {value!r}")
+        else:
+            out[key] = _number(f"{name}.{key}", value, lo=param.lo, integer=param.type == "int")
     return out
 
 
@@ -329,7 +328,7 @@ def from_dict(raw: Mapping[str, Any]) -> ScenarioConfig:
     _check_keys("trace", trace_raw, [f.name for f in dataclasses.fields(TraceSource)])
     trace = TraceSource(
         params=str(trace_raw.get("params", "") or ""),
-        mode=_choice("trace.mode", trace_raw.get("mode", "powerlaw"), TRACE_MODES),
+        mode=_choice("trace.mode", trace_raw.get("mode", TraceSource.mode), TRACE_MODES),
     )
 
     types_raw = raw["task_types"]
@@ -360,9 +359,9 @@ def from_dict(raw: Mapping[str, Any]) -> ScenarioConfig:
     for t in types:
         if t.min_req == (0, 0):
             raise ConfigError(f"task type {t.name!r}: min_req (0, 0) would make the void action a placement")
-        if t.progress["kind"] == "tanh" and t.min_req[1] < 1:
+        if PROGRESS_KINDS[t.progress["kind"]].needs_gpu and t.min_req[1] < 1:
             raise ConfigError(
-                f"task type {t.name!r}: tanh progress gains nothing without a GPU; "
+                f"task type {t.name!r}: {t.progress['kind']} progress gains nothing without a GPU; "
                 f"min_req GPU must be >= 1, got {list(t.min_req)}"
             )
         fits = [

@@ -25,7 +25,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .config import ScenarioConfig
-from .progress import DONE_THRESHOLD, ProgressFunction, ProgressTable, build_progress_functions, fastest_steps
+from .durations import fastest_steps
+from .progress import DONE_THRESHOLD, ProgressFunction, ProgressTable, build_progress_functions
 from .workload import Workload, generate_workload, rng_streams
 
 # task status codes

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from agents.baselines import make_scheduler
-from agents.baselines.pd_preemptive import OracleDurations, PDPreemptiveScheduler, bundles
+from agents.baselines.pd_preemptive import PDPreemptiveScheduler, bundles
 from envs.config import ConfigError, from_dict, load_scenario
 from envs.core import Simulator
-from envs.progress import ConstantProgress, TanhProgress, steps_to_finish
+from envs.durations import duration_table, steps_to_finish
+from envs.progress import ConstantProgress, TanhProgress
 from envs.scheduling import run_episode
 from handmade import LinearGpu, drive, fixed_sim
 
@@ -167,7 +168,7 @@ def test_bundles_follow_spec_examples():
 def test_oracle_durations_match_exact_steps():
     cfg = load_scenario("synthetic-3")
     sim = Simulator(cfg, 0)
-    orc = OracleDurations(sim)
+    orc = duration_table(sim.cfg, sim.functions)
     g = np.arange(1, 17)
     idx = orc.index(np.full(g.size, 2), g)
     exact = steps_to_finish(TanhProgress(), np.full(g.size, 2), g)

@@ -8,16 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from envs import trace_fit
+from envs import trace_table
 from envs.config import load_scenario
-from envs.progress import (
-    ConstantProgress,
-    TanhProgress,
-    build_progress_functions,
-    fastest_steps,
-    steps_to_finish,
-)
-from envs.trace_fit import load_trace_models
+from envs.durations import fastest_steps, steps_to_finish
+from envs.progress import ConstantProgress, TanhProgress, build_progress_functions
+from envs.progress_registry import TRACE_MODES
+from envs.trace_models import load_trace_models
 
 TANH_STEPS = [21, 10, 7, 5, 4, 4, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2]
 
@@ -67,10 +63,10 @@ def test_fastest_steps_synthetic_and_heterogeneous() -> None:
 
 
 def test_shipped_trace_table_gives_finite_positive_gains_on_the_whole_grid() -> None:
-    table = json.loads(trace_fit.DEFAULT_TABLE.read_text())
+    table = json.loads(trace_table.DEFAULT_TABLE.read_text())
     c, g = np.meshgrid(table["cpu"], table["gpu"], indexing="ij")
     assert c.shape == (16, 8)
-    for mode in trace_fit.MODES:
+    for mode in TRACE_MODES:
         models = load_trace_models(None, mode)
         assert set(models) == {"mnist", "lm", "audio"}
         for task, fn in models.items():
@@ -81,7 +77,7 @@ def test_shipped_trace_table_gives_finite_positive_gains_on_the_whole_grid() -> 
 
 
 def test_fastest_steps_on_the_testbed_scenario() -> None:
-    table = json.loads(trace_fit.DEFAULT_TABLE.read_text())
+    table = json.loads(trace_table.DEFAULT_TABLE.read_text())
     cfg = load_scenario("testbed-3")
     got = fastest_steps(cfg)
     step = table["step_seconds"]

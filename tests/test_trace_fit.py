@@ -9,17 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs import trace_fit
-from envs.progress import steps_to_finish
-from envs.trace_fit import (
-    ConstantRateProgress,
-    PowerLawProgress,
-    TraceError,
-    fit_file,
-    load_trace_models,
-    main,
-    parse_trace,
-)
+from envs import trace_table
+from envs.durations import steps_to_finish
+from envs.progress_registry import TRACE_MODES
+from envs.trace_fit import main
+from envs.trace_models import ConstantRateProgress, PowerLawProgress, load_trace_models
+from envs.trace_table import TraceError, fit_file, parse_trace
 
 STEP = 10.0
 
@@ -138,7 +133,7 @@ def test_repetitions_are_averaged_not_overwritten(tmp_path: Path) -> None:
 def test_allocations_are_clipped_to_the_grid_and_zero_means_no_gain(tmp_path: Path, table: dict) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(table))
-    for mode in trace_fit.MODES:
+    for mode in TRACE_MODES:
         for fn in load_trace_models(str(path), mode).values():
             p = np.array([0.3, 0.3, 0.3, 0.3])
             got = fn.delta(np.array([2, 99, 0, 2]), np.array([2, 99, 2, 0]), p)
@@ -276,14 +271,14 @@ def test_csv_path_is_fitted_on_load(tmp_path: Path) -> None:
 # The shipped table
 # -------------------------------------------------------------------------------------
 def shipped() -> dict:
-    return json.loads(trace_fit.DEFAULT_TABLE.read_text())
+    return json.loads(trace_table.DEFAULT_TABLE.read_text())
 
 
-@pytest.mark.skipif(not trace_fit.DEFAULT_TRACE.is_file(), reason="shared trace not available")
+@pytest.mark.skipif(not trace_table.DEFAULT_TRACE.is_file(), reason="shared trace not available")
 def test_shipped_table_is_reproduced_from_the_shared_trace() -> None:
     table = shipped()
-    assert table["provenance"]["sha256"] == trace_fit.sha256_of(trace_fit.DEFAULT_TRACE)
-    refit = fit_file(trace_fit.DEFAULT_TRACE, table["step_seconds"], table["overhead_seconds"])
+    assert table["provenance"]["sha256"] == trace_table.sha256_of(trace_table.DEFAULT_TRACE)
+    refit = fit_file(trace_table.DEFAULT_TRACE, table["step_seconds"], table["overhead_seconds"])
     assert refit["provenance"] == table["provenance"] and refit.keys() == table.keys()
     for task, entry in table["tasks"].items():
         assert refit["tasks"][task].keys() == entry.keys()
@@ -299,7 +294,7 @@ def test_shipped_table_steps_follow_the_measured_times() -> None:
     step, overhead = table["step_seconds"], table["overhead_seconds"]
     c, g = np.meshgrid(table["cpu"], table["gpu"], indexing="ij")
     assert c.shape == (16, 8)
-    models = {m: load_trace_models(None, m) for m in trace_fit.MODES}
+    models = {m: load_trace_models(None, m) for m in TRACE_MODES}
     for task in ("mnist", "lm", "audio"):
         total = np.array(table["tasks"][task]["total_seconds"])
         assert np.all(np.array(table["tasks"][task]["reps"]) == 2)
@@ -310,5 +305,6 @@ def test_shipped_table_steps_follow_the_measured_times() -> None:
         assert np.all(steps["legacy"] <= steps["powerlaw"])
         if task != "audio":
             assert np.any(steps["legacy"] < steps["powerlaw"])
-            # the reference's buggy variant: mnist 3-6, lm 4-8 steps (reference-tapfinger.md section 1.3)
+            # legacy mode, the reference code's bug (absolute progress added as the per-step gain,
+            # envs/trace_models.py): mnist finishes in 3-6 steps, lm in 4-8
             assert (steps["legacy"].min(), steps["legacy"].max()) == ((3, 6) if task == "mnist" else (4, 8))

@@ -1,4 +1,4 @@
-"""``okita``: seed 004's Okita per-slot re-planning, adapted (``online-001-004.md`` §C.3).
+"""``okita``: seed 004's Okita per-slot re-planning, adapted to edge clusters.
 
 Every real step every unfinished task is re-planned from scratch (Okita is a heuristic; it
 has no dual variables and no price functions):
@@ -17,7 +17,7 @@ has no dual variables and no price functions):
    allocation fits its cluster gets it. On a conflict a task that has not started *migrates*
    to the eligible cluster with the largest ``Q_c`` (over what is still free) where that
    allocation fits; otherwise it is *delayed* (a started task is paused at ``(0, 0)``, a
-   waiting one stays waiting). With ``shrink=True`` (the spec's ``okita-shrink``, not in the
+   waiting one stays waiting). With ``shrink=True`` (``okita-shrink``, a variant not in the
    paper) a conflicted task may instead take the allocation of fewest steps among those that
    fit, if that does not finish later than waiting for the tasks placed on its cluster
    (``l_wait + l*``).
@@ -31,7 +31,7 @@ task is treated as a conflict.
 
 What it knows
     ORACLE durations: the remaining steps at each allocation come from the noise-free
-    progress functions ``sim.functions`` (:class:`~.pd_preemptive.OracleDurations`, time-shifted
+    progress functions ``sim.functions`` (:class:`envs.durations.DurationTable`, time-shifted
     from the observed progress), standing in for the paper's known job sizes. Everything else
     is observed: arrivals, eligibility, pending sets, allocations, free resources and the
     observed progress ``sim.progress``.
@@ -45,9 +45,8 @@ import numpy as np
 
 from envs.config import ConfigError
 from envs.core import RUNNING, WAITING, Simulator
+from envs.durations import NEVER, DurationTable, duration_table
 from envs.scheduling import Decision
-
-from .pd_preemptive import NEVER, OracleCache, OracleDurations
 
 _BIG = np.iinfo(np.int64).max
 
@@ -78,12 +77,11 @@ class OkitaScheduler:
         self.overhead_aware = bool(overhead_aware)
         self.alpha1 = _number("alpha1", alpha1)
         self.alpha2 = _number("alpha2", alpha2)
-        self._oracle: OracleDurations | None = None
-        self._oracles = OracleCache()
+        self._oracle: DurationTable | None = None
 
     # ------------------------------------------------------------------ set-up
     def reset(self, sim: Simulator) -> None:
-        self._oracle = self._oracles.get(sim)
+        self._oracle = duration_table(sim.cfg, sim.functions)
         orc = self._oracle
         cap = sim.capacity.astype(np.float64)
         N = sim.num_clusters

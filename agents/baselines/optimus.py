@@ -1,4 +1,4 @@
-"""``optimus``: Optimus-style marginal-gain allocation (reference §5, fixed per §7 item 14).
+"""``optimus``: Optimus-style marginal-gain allocation (a TapFinger baseline; see step 2 for its fix).
 
 What it knows
     By default only what a real scheduler observes: pending sets, free resources, minimum

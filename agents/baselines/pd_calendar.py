@@ -2,11 +2,12 @@
 
 * :class:`Catalogue`: noise-free durations of every task type at every allocation, the
   Pareto-minimal candidate allocations per (type, cluster), and the volume normalisation
-  ``V_ref`` / ``V_lo`` that makes the papers' assumption 1 hold (spec §4.5, §4.6).
+  ``V_ref`` / ``V_lo`` that makes the papers' assumption 1 hold (weight per normalised volume
+  bounded by ``F``).
 * :class:`Calendar`: a reservation calendar ``occ[cluster, resource, slot]`` (slot 0 = the
   current real step) with exponential prices ``base ** (occ / capacity) - 1`` and the
-  vectorised min-cost schedule search over every (cluster, allocation, start) (spec §4.4, §4.6).
-* :class:`Plan` and its ``key``: the deterministic candidate order [D-8] (cost rounded to
+  vectorised min-cost schedule search over every (cluster, allocation, start).
+* :class:`Plan` and its ``key``: the deterministic candidate order (cost rounded to
   ``COST_DECIMALS`` decimals, then completion, volume, cluster, GPU, CPU, start).
 
 Volumes and costs are measured in capacity fractions: a schedule of ``(c, g)`` for ``d`` slots
@@ -16,12 +17,14 @@ on cluster ``k`` has volume ``d * (c / C_k^cpu + g / C_k^gpu)`` and costs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from envs.config import ScenarioConfig
-from envs.progress import ProgressFunction, steps_to_finish
+from envs.durations import DurationTable, duration_table
+from envs.progress import ProgressFunction
 
 #: costs are compared after rounding to this many decimals (absorbs prefix-sum round-off;
 #: only costs below the unit weight matter, so this is about 1e-9 relative)
@@ -69,29 +72,33 @@ class Catalogue:
 
     ``dur[type, c, g]`` is the noise-free number of real steps a task of ``type`` needs from
     zero progress at the fixed allocation ``(c, g)`` (``-1``: invalid or never finishes within
-    ``limit``). It is computed from the scenario's progress functions, i.e. the scheduler that
-    uses it is an *oracle* on task speed (like Optimus's pre-run profiling in the paper).
+    ``limit``), read from the scenario's :class:`envs.durations.DurationTable`, i.e. the
+    scheduler that uses it is an *oracle* on task speed (like Optimus's pre-run profiling in
+    the paper).
     """
 
-    def __init__(self, cfg: ScenarioConfig, functions: list[ProgressFunction], limit: int = 5000) -> None:
-        self.cfg = cfg
-        self.capacity = np.array(cfg.capacities, dtype=np.int64)
-        self.max_alloc = np.array(cfg.per_task_max, dtype=np.int64)
-        self.min_req = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)
+    def __init__(self, cfg: ScenarioConfig, functions: Sequence[ProgressFunction], limit: int = 5000) -> None:
+        self._setup(duration_table(cfg, functions), cfg.capacities, limit)
+
+    @classmethod
+    def from_table(cls, table: DurationTable, capacities: Sequence[Sequence[int]], limit: int = 5000) -> Catalogue:
+        """The catalogue of a duration table on clusters of ``capacities``."""
+        cat = cls.__new__(cls)
+        cat._setup(table, capacities, limit)
+        return cat
+
+    def _setup(self, table: DurationTable, capacities: Sequence[Sequence[int]], limit: int) -> None:
+        self.table = table
+        self.capacity = np.array(capacities, dtype=np.int64)
+        self.max_alloc = np.array(table.per_task_max, dtype=np.int64)
+        self.min_req = table.min_req
         self.limit = int(limit)
-        nc, ng = int(self.max_alloc[0]) + 1, int(self.max_alloc[1]) + 1
-        c, g = np.meshgrid(np.arange(nc), np.arange(ng), indexing="ij")
-        self.dur = np.full((cfg.num_types, nc, ng), -1, dtype=np.int64)
-        for k, fn in enumerate(functions):
-            lo = self.min_req[k]
-            ok = (c >= lo[0]) & (g >= lo[1])
-            steps = steps_to_finish(fn, c[ok], g[ok], limit=self.limit)
-            d = np.where(steps >= self.limit, -1, steps)
-            self.dur[k][ok] = d
-        self._cands: dict[tuple[int, int, bool], Candidates | None] = {}
+        steps = table.grid_steps()
+        self.dur = np.where((steps > 0) & (steps < self.limit), steps, -1)
+        self._cands: dict[tuple, Candidates | Stacked | None] = {}
         vols = []
-        for k in range(cfg.num_types):
-            for i in range(cfg.num_clusters):
+        for k in range(self.dur.shape[0]):
+            for i in range(self.capacity.shape[0]):
                 v = self._volumes(k, i)
                 if v.size:
                     vols.append(v)
@@ -103,7 +110,7 @@ class Catalogue:
 
     @property
     def paper_F(self) -> float:
-        """``F = V_ref / V_lo``: the spread of weight per normalised volume (spec §4.5, [D-6])."""
+        """``F = V_ref / V_lo``: the spread of weight per normalised volume (``F="paper"``)."""
         return self.v_ref / self.v_lo
 
     def _grid(self, ttype: int, cluster: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -171,7 +178,7 @@ class Plan:
     cost: float
     vol: float
 
-    #: sort key [D-8]: rounded cost, completion, volume, cluster, GPU, CPU, start
+    #: sort key: rounded cost, completion, volume, cluster, GPU, CPU, start
     key: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -184,7 +191,7 @@ class Plan:
 
 
 def better(a: Plan | None, b: Plan | None) -> bool:
-    """True if ``a`` is a plan that precedes ``b`` (None: no plan) in the [D-8] order."""
+    """True if ``a`` is a plan that precedes ``b`` (None: no plan) in the :attr:`Plan.key` order."""
     return a is not None and (b is None or a.key < b.key)
 
 

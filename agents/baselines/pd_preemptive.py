@@ -1,6 +1,6 @@
 """``pd-preemptive``: seed 001's A_online / A_greedy with HAPRF preemption, edge-only.
 
-Adaptation (``shared/design/online-001-004.md`` §C.2, the spec's ``aonline``):
+Adaptation of the paper's A_online (typed workers, chunks, HAPRF) to edge clusters:
 
 * Each cluster ``c`` is carved into ``W_c`` identical **bundles** ``b_c`` (the paper's typed
   workers): ``(m_cpu, m_gpu)`` = componentwise max of the task types' minimum requirements,
@@ -10,7 +10,7 @@ Adaptation (``shared/design/online-001-004.md`` §C.2, the spec's ``aonline``):
   bundle of one cluster. A chunk has weight ``1/k``, processing time ``p = T_j(k·b_c)`` (the
   task's duration at allocation ``k·b_c``) and priority ``γ = 1/(k·p)``. ``time="discrete"``
   (default) counts ``T`` in whole real steps, as the simulator runs them; ``"continuous"``
-  counts the last step fractionally (the spec's W13 choice; measured worse: mean JCT 4.83 vs
+  counts the last step fractionally (the first design's choice; measured worse: mean JCT 4.83 vs
   4.47 on synthetic-3, 4.87 vs 3.95 on hetero-6, 5 seeds).
 * **A_greedy** at arrival: for every eligible cluster and every ``k`` with ``k·b_c <=
   per_task_max``, the ``k`` chunks are dispatched one by one to the bundle of least marginal
@@ -32,7 +32,7 @@ Adaptation (``shared/design/online-001-004.md`` §C.2, the spec's ``aonline``):
 
 What it knows
     ORACLE durations: ``T_j(a)`` comes from the noise-free progress functions
-    ``sim.functions`` (:class:`OracleDurations`), standing in for the paper's known job
+    ``sim.functions`` (:class:`envs.durations.DurationTable`), standing in for the paper's known job
     sizes. Everything else is observed: arrivals, eligibility, pending sets, allocations and
     the observed progress ``sim.progress`` (used to update the chunks' remaining work).
 
@@ -40,7 +40,7 @@ Dual variables (diagnostics only)
     ``α_jd`` (the ``Q`` each chunk was dispatched at) and the realised ``β_c(t)`` (sum of
     ``1/k`` over unfinished chunks on cluster ``c`` at step ``t``) are recorded; see
     :meth:`PDPreemptiveScheduler.diagnostics`. They are bookkeeping, not prices: no decision
-    reads ``β``, and the paper's dual-feasibility claim does not hold (spec W12), so nothing
+    reads ``β``, and the paper's dual-feasibility claim does not hold in this setting, so nothing
     here asserts it.
 """
 
@@ -52,121 +52,14 @@ import numpy as np
 
 from envs.config import ConfigError
 from envs.core import DONE, RUNNING, WAITING, Simulator
-from envs.progress import DONE_THRESHOLD
+from envs.durations import NEVER, DurationTable, duration_table
 from envs.scheduling import Decision
 
-#: stands in for "never finishes" so that arithmetic stays finite
-NEVER = 1e12
 _CHUNK_DONE = 1e-9
 
 
-class OracleDurations:
-    """Noise-free durations at fixed allocations, from ``sim.functions`` (an ORACLE input).
-
-    For each task type and each allocation ``(cpu, gpu)`` in ``[0..per_task_max]`` the
-    noise-free trajectory from progress 0 is simulated once. ``cont[k][a]`` is the
-    continuous finishing time (the last step counted fractionally), ``disc[k][a]`` the integer
-    number of steps; both are :data:`NEVER` below the type's minimum or where the gain is 0.
-    :meth:`remaining` time-shifts a trajectory: from progress ``p`` the remaining time is
-    ``T − τ(p)``, ``τ`` the interpolated time at which the trajectory reaches ``p`` (exact for
-    constant-rate tasks and on the trajectory, an approximation elsewhere).
-    """
-
-    def __init__(self, sim: Simulator, resolution: int = 1024, limit: int = 100_000) -> None:
-        mc, mg = (int(x) for x in sim.max_alloc)
-        self.num_gpu = mg + 1
-        c, g = np.meshgrid(np.arange(mc + 1), np.arange(mg + 1), indexing="ij")
-        self.cpu, self.gpu = c.ravel(), g.ravel()
-        self.resolution = int(resolution)
-        self.cont: list[np.ndarray] = []
-        self.disc: list[np.ndarray] = []
-        self._cls: list[np.ndarray] = []
-        self._tau: list[np.ndarray] = []
-        self._tcls: list[np.ndarray] = []
-        for k, fn in enumerate(sim.functions):
-            self._build(fn, sim.min_req[k], limit)
-
-    def index(self, cpu: Any, gpu: Any) -> Any:
-        """Flat allocation index of ``(cpu, gpu)`` (vectorised)."""
-        return np.asarray(cpu) * self.num_gpu + np.asarray(gpu)
-
-    def _build(self, fn: Any, lo: np.ndarray, limit: int) -> None:
-        c, g = self.cpu, self.gpu
-        A = c.size
-        ok = (c >= lo[0]) & (g >= lo[1])
-        p = np.zeros(A)
-        cont = np.full(A, NEVER)
-        disc = np.full(A, NEVER)
-        hist = [p.copy()]
-        active = np.flatnonzero(ok)
-        for step in range(1, limit + 1):
-            if active.size == 0:
-                break
-            gain = np.maximum(np.asarray(fn.delta(c[active], g[active], p[active]), dtype=np.float64), 0.0)
-            stuck = ~(gain > 0)
-            prev = p[active]
-            p[active] = prev + np.where(stuck, 0.0, gain)
-            done = ~stuck & (p[active] >= DONE_THRESHOLD)
-            idx = active[done]
-            frac = np.clip((1.0 - prev[done]) / gain[done], 0.0, 1.0)
-            cont[idx] = step - 1 + frac
-            disc[idx] = step
-            hist.append(p.copy())
-            active = active[~stuck & ~done]
-        traj = np.stack(hist, axis=1)  # (A, steps+1), frozen after finishing
-        traj[cont >= NEVER] = 0.0
-        classes, inverse = np.unique(traj, axis=0, return_inverse=True)
-        inverse = inverse.ravel()
-        grid = np.linspace(0.0, 1.0, self.resolution + 1)
-        tau = np.zeros((classes.shape[0], grid.size))
-        tcls = np.full(classes.shape[0], NEVER)
-        for r in range(classes.shape[0]):
-            members = np.flatnonzero(inverse == r)
-            T = cont[members[0]]
-            tcls[r] = T
-            if T >= NEVER:
-                continue
-            n = int(disc[members[0]])
-            tau[r] = np.interp(grid, classes[r, : n + 1], np.arange(n + 1, dtype=np.float64))
-        self.cont.append(cont)
-        self.disc.append(disc)
-        self._cls.append(inverse)
-        self._tau.append(tau)
-        self._tcls.append(tcls)
-
-    def remaining(self, k: int, progress: np.ndarray, alloc: np.ndarray) -> np.ndarray:
-        """``(n, len(alloc))`` continuous steps left for tasks of type ``k`` at each allocation."""
-        cls = self._cls[k][np.asarray(alloc)]
-        x = np.clip(np.asarray(progress, dtype=np.float64), 0.0, 1.0) * self.resolution
-        i0 = np.minimum(np.floor(x).astype(np.int64), self.resolution - 1)
-        f = x - i0
-        tab = self._tau[k]  # (classes, R+1)
-        tau = tab[:, i0] * (1.0 - f) + tab[:, i0 + 1] * f  # (classes, n)
-        T = self._tcls[k][:, None]
-        rem = np.where(T >= NEVER, NEVER, np.maximum(T - tau, 0.0))[cls]  # (G, n)
-        return rem.T
-
-
-class OracleCache:
-    """Reuses an :class:`OracleDurations` table across episodes of the same simulator set-up.
-
-    The table depends only on the progress functions and the scenario; the key holds the
-    functions alive, so an identity check is safe.
-    """
-
-    def __init__(self) -> None:
-        self._oracle: OracleDurations | None = None
-        self._key: tuple | None = None
-
-    def get(self, sim: Simulator) -> OracleDurations:
-        if self._oracle is None or self._key is None or not (self._key[0] is sim.functions and self._key[1] == sim.cfg):
-            self._oracle = OracleDurations(sim)
-            self._key = (sim.functions, sim.cfg)
-        return self._oracle
-
-
 def bundles(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster the bundle count ``W_c`` and bundle size ``b_c`` (spec A2-2)."""
+    """Per cluster the bundle count ``W_c`` and bundle size ``b_c`` (see the module docstring)."""
     used = [k for k, t in enumerate(sim.cfg.task_types) if t.prob > 0] or list(range(sim.num_types))
     m = np.maximum(sim.min_req[used].max(axis=0), 1)
     W = (sim.capacity // m[None, :]).min(axis=1)
@@ -189,12 +82,11 @@ class PDPreemptiveScheduler:
         self.k_rule = k_rule
         self.theta = float(theta)
         self.time = time
-        self._oracle: OracleDurations | None = None
-        self._oracles = OracleCache()
+        self._oracle: DurationTable | None = None
 
     # ------------------------------------------------------------------ set-up
     def reset(self, sim: Simulator) -> None:
-        self._oracle = self._oracles.get(sim)
+        self._oracle = duration_table(sim.cfg, sim.functions)
         self.W, self.bundle = bundles(sim)
         N = sim.num_clusters
         per_max = sim.max_alloc

@@ -1,4 +1,4 @@
-"""Primal-dual online schedulers from seeds 003 and 000 (spec: ``primal-dual-000-003.md`` §4-5).
+"""Primal-dual online schedulers from seeds 003 and 000, adapted to edge clusters.
 
 ``pd-maxweight`` (:class:`PDMaxWeightScheduler`, seed 003): A_online + A_dual + A_maxweight.
 ``pd-maxsche``  (:class:`PDMaxScheScheduler`, seed 000): A_online + A_maxsche + COST_C.
@@ -7,7 +7,7 @@ Both keep exponential prices per (cluster, resource, slot) on a reservation cale
 (:mod:`agents.baselines.pd_calendar`) and admit a task (weight 1) when its cheapest schedule
 costs less than its weight; each admission raises the prices of the slots it books.
 
-Modes ([D-1]):
+Modes:
 * ``rolling`` (default): the batch step runs on every real step.
   pd-maxweight plans the pending tasks (arrival order) into sub-windows of ``W0`` slots
   (A_maxweight passes of A_dual), starts the plans that begin now and commits the other plans
@@ -22,11 +22,12 @@ Modes ([D-1]):
   (iota-1)*tau_i, alpha*tau_i + iota*tau_i)``), pd-maxsche starts them at ``tau_i`` with
   ``d <= tau_i``. Accepted plans are committed; nothing else starts between rounds.
 
-Rolling defaults that deviate from the spec, for measured reasons (training seeds 1000-1001,
+Rolling defaults chosen over the first design, for measured reasons (training seeds 1000-1001,
 mean JCT, F = 0.001): ``window="fastest"`` makes ``W0`` the longest *fastest* duration among
-the queued types (spec §4.7: the longest Pareto duration, ``window="slowest"``, capped at
-``W_cap``): long windows let tasks wait for zero-price slots (pd-maxweight synthetic-3 27.2
-vs 5.6; pd-maxsche 7.6 vs 4.6). Spec [D-11] re-plans future starts (``commit="none"``): a task
+the queued types (the first design used the longest Pareto duration, ``window="slowest"``,
+capped at ``W_cap``): long windows let tasks wait for zero-price slots (pd-maxweight
+synthetic-3 27.2 vs 5.6; pd-maxsche 7.6 vs 4.6). Re-planning future starts every step
+(``commit="none"``, the first design) fails too: a task
 then sees the emptier future as cheaper on every step and keeps postponing itself (hetero-6
 24.0 vs 8.2 with ``first``, 4x slower); binding all sub-rounds (``all``) commits tasks far
 ahead although capacity frees up sooner (hetero-6 16.7, testbed-6 123 vs 41).
@@ -35,7 +36,7 @@ Price parameter ``F`` (the papers' bound on weight per resource volume):
 * ``F="tuned"`` (**default**): the value tuned by ``benchmarks/tune_pd.py`` on training seeds
   (1000+, disjoint from evaluation seeds 0..4) for this scheduler and scenario, read from
   ``agents/baselines/pd_tuned.json`` (the scheduler's ``default`` entry for unknown scenarios).
-* ``F="paper"``: ``V_ref / V_lo`` from the task catalogue ([D-6]).
+* ``F="paper"``: ``V_ref / V_lo`` from the task catalogue (:attr:`.pd_calendar.Catalogue.paper_F`).
 * a positive number. ``base=`` overrides the price base directly (must be > 1).
 Bases: pd-maxweight ``lambda = 2*T*K*R*F + 1`` (R = 2), pd-maxsche
 ``theta_1 = theta_2 = 2*T*K*F + 1``, with ``T = horizon`` (default
@@ -45,11 +46,12 @@ What the scheduler knows: the simulator's public state (queue of arrived, unstar
 their types, eligible clusters and minimum requirements; pending sets; running tasks with
 their cluster, allocation and start; free capacity) plus, as an **oracle input**, the
 noise-free progress functions (``sim.functions``), from which it computes every task type's
-duration at every allocation (the papers assume known job sizes and speed functions; this
-matches Optimus's pre-run profiling). Running tasks' remaining time is that duration minus
-the elapsed steps (with progress noise: simulated forward from the observed progress).
+duration at every allocation (:mod:`envs.durations`; the papers assume known job sizes and
+speed functions; this matches Optimus's pre-run profiling). Running tasks' remaining time is
+that duration minus the elapsed steps (with progress noise: simulated forward from the
+observed progress).
 
-Env integration ([D-12], [D-13], spec §4.9): a task starts now only on an eligible cluster
+Env integration: a task starts now only on an eligible cluster
 whose pending set holds it, at most one start per cluster per real step in single mode, with
 an allocation in ``[min_req, min(free, per_task_max)]`` that the calendar proves feasible, so
 the simulator never refuses a placement. Rolling pd-maxweight with commits plans only
@@ -65,6 +67,7 @@ the whole batch is emitted in one round per real step. No randomness: ties are b
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -75,7 +78,7 @@ import numpy as np
 
 from envs.config import ConfigError, ScenarioConfig
 from envs.core import WAITING, Simulator
-from envs.progress import DONE_THRESHOLD
+from envs.durations import DurationTable, duration_table
 from envs.scheduling import Decision
 
 from .pd_calendar import Calendar, Candidates, Catalogue, Plan, Stacked, better
@@ -83,7 +86,6 @@ from .pd_calendar import Calendar, Candidates, Catalogue, Plan, Stacked, better
 TUNED_PATH = Path(__file__).resolve().parent / "pd_tuned.json"
 MODES = ("rolling", "faithful")
 COMMITS = ("all", "first", "none")
-_CATALOGUES: dict[tuple, Catalogue] = {}
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,22 +114,18 @@ def default_horizon(cfg: ScenarioConfig) -> int:
     return 2 * int(math.ceil(cfg.num_tasks / cfg.arrival_rate))
 
 
-def _fingerprint(fn: Any) -> str:
-    state = getattr(fn, "__dict__", None)
-    if state is None:
-        return f"id:{id(fn)}"
-    return f"{type(fn).__module__}.{type(fn).__qualname__}:{sorted((k, repr(v)) for k, v in state.items())}"
+@functools.lru_cache(maxsize=16)
+def _catalogue(table: DurationTable, capacities: tuple[tuple[int, int], ...]) -> Catalogue:
+    return Catalogue.from_table(table, capacities)
 
 
 def catalogue_for(sim: Simulator) -> Catalogue:
-    """The (cached) :class:`Catalogue` of the simulator's scenario and progress functions."""
-    key = (sim.cfg.to_yaml(), tuple(_fingerprint(f) for f in sim.functions))
-    cat = _CATALOGUES.get(key)
-    if cat is None:
-        if len(_CATALOGUES) > 32:
-            _CATALOGUES.clear()
-        cat = _CATALOGUES[key] = Catalogue(sim.cfg, sim.functions)
-    return cat
+    """The :class:`Catalogue` of the simulator's scenario and progress functions.
+
+    Cached (least recently used, at most 16) by the scenario's duration table (itself cached
+    by value in :func:`envs.durations.duration_table`) and the cluster capacities.
+    """
+    return _catalogue(duration_table(sim.cfg, sim.functions), tuple(sim.cfg.capacities))
 
 
 def remaining_steps(sim: Simulator, ids: np.ndarray, cat: Catalogue, cap: int) -> np.ndarray:
@@ -135,7 +133,8 @@ def remaining_steps(sim: Simulator, ids: np.ndarray, cat: Catalogue, cap: int) -
 
     Noise-free scenarios: the catalogue duration at the task's allocation minus the elapsed
     steps (exact for non-preemptive runs). With progress noise: the expected (noise-free)
-    progress is simulated forward from the observed progress.
+    progress is simulated forward from the observed progress
+    (:meth:`envs.durations.DurationTable.remaining_steps`).
     """
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -145,22 +144,7 @@ def remaining_steps(sim: Simulator, ids: np.ndarray, cat: Catalogue, cap: int) -
         d = cat.duration(types, alloc[:, 0], alloc[:, 1])
         rem = d - (sim.t - sim.start[ids])
         return np.where(d < 0, cap, np.clip(rem, 1, cap)).astype(np.int64)
-    p = sim.progress[ids].copy()
-    rem = np.full(ids.size, cap, dtype=np.int64)
-    active = p < DONE_THRESHOLD
-    rem[~active] = 1
-    for step in range(1, cap + 1):
-        idx = np.flatnonzero(active)
-        if idx.size == 0:
-            break
-        for k, fn in enumerate(sim.functions):
-            m = idx[types[idx] == k]
-            if m.size:
-                p[m] += np.maximum(fn.delta(alloc[m, 0], alloc[m, 1], p[m]), 0.0)
-        done = idx[p[idx] >= DONE_THRESHOLD]
-        rem[done] = step
-        active[done] = False
-    return rem
+    return cat.table.remaining_steps(types, alloc[:, 0], alloc[:, 1], sim.progress[ids], cap)
 
 
 @dataclass
@@ -278,7 +262,7 @@ class _PrimalDualBase:
         """``W0`` for the queued ``types``, capped at ``W_cap`` but never below the longest
         fastest allocation (so every task keeps a candidate on every cluster).
 
-        ``slowest`` (spec §4.7): every Pareto allocation fits. ``fastest``: the shortest window
+        ``slowest``: every Pareto allocation fits. ``fastest``: the shortest window
         in which every queued task can run at its fastest allocation.
         """
         present = np.unique(types)
@@ -439,7 +423,7 @@ class _PrimalDualBase:
 # pd-maxweight (seed 003)
 # ---------------------------------------------------------------------------------------
 class PDMaxWeightScheduler(_PrimalDualBase):
-    """A_online + A_dual + A_maxweight of seed 003 (centralised all-reduce case, [D-2]).
+    """A_online + A_dual + A_maxweight of seed 003 (centralised all-reduce case).
 
     Options: ``F`` ("tuned" default, "paper" or a number), ``base`` (price base, overrides F),
     ``mode`` ("rolling" default, "faithful"), ``alpha`` A_dual sub-rounds (4; faithful mode
@@ -541,13 +525,13 @@ class PDMaxWeightScheduler(_PrimalDualBase):
 # pd-maxsche (seed 000)
 # ---------------------------------------------------------------------------------------
 class PDMaxScheScheduler(_PrimalDualBase):
-    """A_online + A_maxsche + COST_C of seed 000 (centralised case; COST_D never applies, [D-2]).
+    """A_online + A_maxsche + COST_C of seed 000 (centralised case; COST_D never applies).
 
     Options: ``F`` ("tuned" default, "paper" or a number), ``base``, ``mode``
     ("rolling" default: start now or wait, on every real step; "faithful": doubling rounds
     with every accepted task starting at ``tau_i`` and ``d <= tau_i``), ``cpu_policy``
-    ("enumerate" default, [D-3]; "min": CPU fixed at the minimum, as the paper's single PS),
-    ``window`` ("fastest" default, "slowest": bounds the candidate durations), ``W_cap`` (64),
+    ("enumerate" default: every CPU count is a candidate; "min": CPU fixed at the minimum, as
+    the paper's single PS), ``window`` ("fastest" default, "slowest": bounds the candidate durations), ``W_cap`` (64),
     ``horizon``, ``tau_unit``.
     In single mode the faithful variant starts the n-th task accepted on a cluster in a round
     n-1 steps after ``tau_i`` (one placement per cluster per real step).

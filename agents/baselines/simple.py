@@ -1,10 +1,10 @@
-"""``random`` and ``min``: the reference's trivial baselines (reference §5).
+"""``random`` and ``min``: the trivial baselines of the TapFinger reference code.
 
 Both know only what a real scheduler sees: pending sets, free resources and minimum
 requirements. Random choices come from the simulator's seeded ``tiebreak`` stream, so the
 same seed gives the same decisions.
 
-Default behaviour fixes the reference weaknesses (§7 item 16): an agent only picks a task
+Default behaviour fixes the reference code's weaknesses: an agent only picks a task
 that fits, a task already taken this round is never picked again, and ``random`` never picks
 the void allocation. ``faithful=True`` reproduces the reference code instead: uniform slot
 choice whether the task fits or not, conflicts lost by the higher cluster index, and (random

@@ -1,4 +1,4 @@
-"""``tiresias``: discretised two-dimensional least-attained-service (reference §5, ecosystem §5.2).
+"""``tiresias``: discretised two-dimensional least-attained-service (Gu et al., NSDI 2019; a TapFinger baseline).
 
 What it knows
     No task durations and no progress: only pending sets, free resources, minimum

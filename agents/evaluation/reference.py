@@ -1,10 +1,10 @@
-"""The TapFinger authors' stored results, typed in from ``reference-tapfinger.md`` §6.2-6.3.
+"""The TapFinger authors' stored results, typed in from the result files of their code.
 
 Numbers only. Each is from one episode of one seed (42) of the authors' code; JCT in real
 steps. ``REFERENCE[experiment][algorithm] = (mean, median, p90, mean tasks in system)``;
 ``REDUCTION[experiment][baseline] = (mean, median)`` TapFinger's JCT reduction (fractions)
-as stored in §6.3 (computed from unrounded means, so it can differ from the rounded table in
-the last digit).
+as the authors stored it (computed from unrounded means, so it can differ from the rounded
+table in the last digit).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ REDUCTION: dict[str, dict[str, tuple[float, float]]] = {
                  "Min": (0.361, 0.708)},
 }
 
-#: the paper's own claims next to the stored reductions (§6.3 last column)
+#: the paper's own claims next to the stored reductions
 CLAIMS: dict[str, str] = {
     "synthetic": '"up to 28.6%" (synthetic)',
     "synthetic_6_agent": '"at least 20.5%"',

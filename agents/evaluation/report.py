@@ -75,7 +75,8 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
         f"- **Ours**: every scheduler on the same {len(seeds)} workload seeds ({seeds[0]}..{seeds[-1]}, common "
         "random numbers), the scenario's evaluation variant; mean / median / p90 JCT over all tasks of all seeds; "
         "95% CI = Student-t interval over the per-seed mean JCTs.",
-        "- **Paper**: the TapFinger authors' stored runs (one episode, seed 42, `reference-tapfinger.md` §6.2-6.3).",
+        "- **Paper**: the TapFinger authors' stored runs (one episode of their code, seed 42; the numbers are in "
+        "`agents/evaluation/reference.py`).",
         "- JCT in real time steps. *Reduction* = 1 − JCT(TapFinger) / JCT(other). `bound`: every task at its "
         "fastest allocation with no waiting (no scheduler can beat it).",
         "",

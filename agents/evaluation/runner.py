@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agents.variants import VARIANT_NAMES
 from envs.bound import fastest_durations
 from envs.config import ConfigError, ScenarioConfig
 from envs.core import Simulator
@@ -38,8 +39,9 @@ DEFAULT_SEED_OFFSET = 100_000
 TORCH_THREADS = 1
 #: name of a learned policy in ``--schedulers`` (stands for every ``--checkpoint``)
 POLICY_NAME = "tapfinger"
-#: policy variant names (a single checkpoint is named after its variant, see :func:`checkpoint_names`)
-POLICY_PATTERN = re.compile(r"(tapfinger|no-han|no-pointer|vanilla)(-[0-9]+)?")
+#: names of checkpoints by policy variant (:mod:`agents.variants`), a repeat numbered ``-2``,
+#: ``-3`` (a single checkpoint is named after its variant, see :func:`checkpoint_names`)
+POLICY_PATTERN = re.compile(f"({'|'.join(re.escape(name) for name in VARIANT_NAMES)})(-[0-9]+)?")
 
 
 @dataclass(frozen=True)

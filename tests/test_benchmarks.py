@@ -1,0 +1,142 @@
+"""The benchmarks that run episodes (``baselines.py``, ``tune_pd.py``, ``learning.py``) run them
+through the evaluation runner (:func:`agents.evaluation.run_evaluation`), keep their JSON
+output keys, and give the same numbers as a direct :func:`envs.scheduling.run_episode` on the
+same seeds, whatever the number of worker processes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.baselines import make_scheduler
+from envs import load_scenario, run_episode
+from envs.bound import bound_mean_jct
+from envs.core import Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["num_tasks=8"]
+TIMINGS = {"decision_ms", "elapsed_s", "seconds", "workers"}
+
+
+def bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def last_json(out: str) -> dict:
+    return json.loads([ln for ln in out.splitlines() if ln.strip()][-1])
+
+
+def without_timings(doc):
+    if isinstance(doc, dict):
+        return {k: without_timings(v) for k, v in doc.items() if k not in TIMINGS}
+    if isinstance(doc, list):
+        return [without_timings(v) for v in doc]
+    return doc
+
+
+def test_baselines_benchmark_keys_and_numbers_match_run_episode(capsys):
+    args = ["--seeds", "2", "--scenarios", "synthetic-3", "--schedulers", "min", "optimus:oracle=true",
+            "--workers", "1", "--json", *TINY]
+    assert bench("baselines").main(args) == 0
+    doc = last_json(capsys.readouterr().out)
+    assert set(doc) == {"benchmark", "seeds", "workers", "train_variant", "overrides", "elapsed_s", "skipped",
+                        "results"}
+    assert doc["seeds"] == [0, 1] and doc["overrides"] == TINY and doc["skipped"] == {}
+    res = doc["results"]["synthetic-3"]
+    assert list(res["schedulers"]) == ["min", "optimus:oracle=true"]
+    cfg = load_scenario("synthetic-3", TINY).for_evaluation()
+    for label, (name, options) in {"min": ("min", {}), "optimus:oracle=true": ("optimus", {"oracle": True})}.items():
+        row = res["schedulers"][label]
+        assert set(row) == {"mean_jct", "ci95", "ci95_range", "per_seed", "seeds", "decision_ms", "steps",
+                            "truncated", "invalid"}
+        direct = [run_episode(cfg, make_scheduler(name, **options), seed) for seed in (0, 1)]
+        assert row["per_seed"] == [r.mean_jct for r in direct]
+        assert row["mean_jct"] == pytest.approx(np.mean(row["per_seed"]))
+        assert row["steps"] == pytest.approx(np.mean([r.steps for r in direct]))
+        assert row["truncated"] == 0 and row["invalid"] == 0
+    bound = res["bound"]
+    assert set(bound) == {"mean_jct", "ci95", "ci95_range", "per_seed", "seeds"}
+    assert bound["per_seed"] == [bound_mean_jct(Simulator(cfg, seed)) for seed in (0, 1)]
+
+
+def test_baselines_benchmark_cli_with_workers_matches_in_process(capsys):
+    """The README's command, as a script in 2 spawned workers, equals the in-process run."""
+    common = ["--seeds", "2", "--scenarios", "synthetic-3", "multi-3", "--schedulers", "random", "tiresias"]
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "baselines.py"), *common, "--workers", "2",
+                           *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "| synthetic-3 | random |" in proc.stdout and "| multi-3 | *bound* |" in proc.stdout
+    assert bench("baselines").main([*common, "--workers", "1", "--json", *TINY]) == 0
+    assert without_timings(last_json(proc.stdout)) == without_timings(last_json(capsys.readouterr().out))
+
+
+def test_baselines_benchmark_reports_a_failing_scheduler_and_keeps_the_others(monkeypatch, capsys):
+    from agents.baselines.simple import MinScheduler
+
+    def broken(self, sim):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(MinScheduler, "decide", broken)
+    args = ["--seeds", "2", "--scenarios", "synthetic-3", "--schedulers", "min", "random", "--workers", "1", *TINY]
+    assert bench("baselines").main(args) == 1
+    captured = capsys.readouterr()
+    assert "scheduler(s) failed: min" in captured.err
+    assert "| synthetic-3 | min | failed: RuntimeError: boom |" in captured.out
+    res = last_json(captured.out)["results"]["synthetic-3"]
+    assert res["schedulers"]["min"]["error"] == "RuntimeError: boom"
+    assert math.isfinite(res["schedulers"]["random"]["mean_jct"]) and math.isfinite(res["bound"]["mean_jct"])
+
+
+def test_baselines_benchmark_bad_input_exits_2(capsys):
+    assert bench("baselines").main(["--schedulers", "nosuch", "--scenarios", "synthetic-3"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+
+
+def test_tune_pd_compare_and_dry_run(tmp_path, capsys):
+    tune = bench("tune_pd")
+    assert tune.main(["--compare", "--scenarios", "synthetic-3", "--seeds", "0-1", "--workers", "1",
+                      "--schedulers", "min", "pd-maxsche:F=paper,cpu_policy=min"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["seeds"] == [0, 1] and doc["variant"] == "eval"
+    cells = doc["results"]["synthetic-3"]
+    assert list(cells) == ["min", 'pd-maxsche{"F": "paper", "cpu_policy": "min"}']
+    cfg = load_scenario("synthetic-3").for_evaluation()
+    direct = [tune.episode_score(run_episode(cfg, make_scheduler("min"), seed)) for seed in (0, 1)]
+    assert cells["min"]["mean_jct"] == round(float(np.mean(direct)), 3)
+    assert set(cells["min"]) == {"mean_jct", "decision_ms", "invalid", "truncated"}
+
+    out = tmp_path / "tuned.json"
+    assert tune.main(["--scenarios", "synthetic-3", "--seeds", "1000", "--grid", "1", "10", "--workers", "1",
+                      "--schedulers", "pd-maxsche", "--out", str(out), "--dry-run"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not out.exists() and doc["_meta"]["written"] is None
+    assert doc["pd-maxsche"]["synthetic-3"] in (1.0, 10.0) and doc["pd-maxsche"]["default"] in (1.0, 10.0)
+    assert set(doc["scores"]["pd-maxsche"]["synthetic-3"]) == {"1.0", "10.0"}
+
+
+def test_learning_evaluation_runs_checkpoints_and_baselines_through_the_runner():
+    learning = bench("learning")
+    cfg = load_scenario("synthetic-3", TINY)
+    checkpoint = ROOT / "checkpoints" / "synthetic-3.pt"
+    if not checkpoint.is_file():
+        pytest.skip("no shipped checkpoint")
+    from agents.evaluation import resolve_schedulers
+    from agents.tapfinger import TapFingerScheduler
+
+    specs = [learning.policy_spec("tapfinger(best)", checkpoint, cfg), *resolve_schedulers("min")]
+    table = learning.evaluate(cfg, specs, [100_000, 100_001], workers=1)
+    assert list(table) == ["tapfinger(best)", "min"]
+    for row in table.values():
+        assert {"mean_jct", "ci95", "per_seed", "truncated"} <= set(row)
+    direct = [run_episode(cfg, TapFingerScheduler(checkpoint=checkpoint), seed).mean_jct for seed in (100_000, 100_001)]
+    assert table["tapfinger(best)"]["per_seed"] == [round(j, 4) for j in direct]
