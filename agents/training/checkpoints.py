@@ -1,0 +1,81 @@
+"""Training checkpoints: ``last.pt``/``best.pt``, what they hold, and restoring a run from one.
+
+Written with :func:`agents.checkpoint.save_policy_checkpoint` (keys ``model``,
+``policy_config``, ``scenario``, ``obs_spec``) plus :data:`CKPT_KEYS`: ``optimizer``,
+``counters``, ``rng``, ``train_config`` and ``return_scaler``; every value is a tensor or a
+plain Python value, and every read goes through :func:`agents.checkpoint.read_checkpoint`
+(``weights_only=True``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+
+from envs.config import ConfigError, ScenarioConfig
+
+from ..checkpoint import POLICY_KEYS, CheckpointError, read_checkpoint, save_policy_checkpoint
+from ..train_config import TrainConfig
+from .rng import rng_state
+
+if TYPE_CHECKING:
+    from ..ppo import MultiAgentPPO
+    from .run_spec import RunSpec
+
+LAST = "last.pt"
+BEST = "best.pt"
+#: keys this package adds to the policy checkpoint
+CKPT_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a training checkpoint (a file, or a run directory holding ``last.pt``).
+
+    Reads with :func:`agents.checkpoint.read_checkpoint` (safe loading: tensors and plain
+    values only); every problem raises :class:`~agents.checkpoint.CheckpointError` (a
+    :class:`ConfigError`).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / LAST
+    ckpt = read_checkpoint(path, map_location, required=())
+    missing = [k for k in (*POLICY_KEYS, *CKPT_KEYS) if k not in ckpt]
+    if missing:
+        raise CheckpointError(
+            f"{path} is not a training checkpoint (missing {missing}); resume needs a last.pt written by train.py"
+        )
+    ckpt["_path"] = str(path)
+    return ckpt
+
+
+def save_checkpoint(path: Path, net: torch.nn.Module, scenario: ScenarioConfig, extra: Mapping[str, Any]) -> None:
+    """Write ``path`` (atomically) through the policy helper's ``save_policy_checkpoint``."""
+    save_policy_checkpoint(path, net, scenario, extra=dict(extra))
+
+
+def training_state(algorithm: MultiAgentPPO, counters: dict[str, Any], train: TrainConfig) -> dict[str, Any]:
+    """The :data:`CKPT_KEYS` part of a checkpoint (the RNG states are the current ones)."""
+    return {
+        "optimizer": algorithm.optim.state_dict(),
+        "counters": counters,
+        "rng": rng_state(),
+        "train_config": train.to_dict(),
+        "return_scaler": algorithm.return_scaler_state(),
+    }
+
+
+def restore(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) -> None:
+    """Load the resumed checkpoint's model, optimizer, return scaling and update counters."""
+    ckpt = spec.resume
+    assert ckpt is not None
+    try:
+        net.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot resume {ckpt['_path']}: the model does not match the architecture: {exc}") from None
+    algorithm.optim.load_state_dict(ckpt["optimizer"])
+    algorithm.load_return_scaler_state(ckpt["return_scaler"])
+    counters = ckpt["counters"]
+    algorithm.gradient_steps = int(counters["gradient_steps"])
+    algorithm.update_count = int(counters["update_step"])

@@ -1,0 +1,252 @@
+"""The training loop: :func:`run_training` and the pieces it assembles.
+
+One tianshou *epoch* = one evaluation interval (:meth:`TrainConfig.epoch_plan`; the rounding
+of ``--steps`` is :meth:`TrainConfig.planned_env_steps`). Evaluation is tianshou's test step on
+held-out workload seeds ``eval_seed + j`` (one batched env per episode), the deterministic
+policy, score = ``-mean JCT`` (:func:`~agents.training.stats.evaluation_score`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from tianshou.algorithm.optim import AdamOptimizerFactory
+from tianshou.trainer import OnPolicyTrainerParams
+from torch.utils.tensorboard import SummaryWriter
+
+from envs.config import ScenarioConfig
+from envs.observation import ObservationSpec
+
+from ..vector_env import BatchCollector, BatchedReplayBuffer
+from .checkpoints import BEST, LAST, restore
+from .envs import evaluation_envs, training_envs
+from .logger import RunLogger
+from .rng import seed_everything, set_rng_state
+from .run_spec import RunSpec, check_environment, write_config
+from .session import Session
+from .stats import SchedulingCollectStats
+from .warmstart import log_warm_start, warm_start
+
+if TYPE_CHECKING:
+    from tianshou.trainer import OnPolicyTrainer
+
+    from ..policy import TapFingerPolicy
+    from ..ppo import MultiAgentPPO
+    from .envs import VectorEnv
+
+
+@dataclass
+class TrainResult:
+    """Summary of a finished (or interrupted) run."""
+
+    run_dir: Path
+    env_steps: int
+    gradient_steps: int
+    update_steps: int
+    epochs: int
+    best_mean_jct: float | None
+    last_path: Path
+    best_path: Path | None
+    interrupted: bool
+    wall_s: float
+    best_env_step: int | None = None  # env step of the evaluation that gave best.pt (0: the untrained model)
+
+
+class TrainingInterrupted(Exception):
+    """Ctrl-C during training; ``last.pt`` was saved. Carries the :class:`TrainResult`."""
+
+    def __init__(self, result: TrainResult) -> None:
+        super().__init__(f"interrupted; saved {result.last_path}")
+        self.result = result
+
+
+def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResult:
+    """Train (or resume) one run; see the package docstring. Raises :class:`TrainingInterrupted` on Ctrl-C."""
+    t = spec.train
+    device = device or check_environment(spec)
+    if t.torch_threads:
+        torch.set_num_threads(t.torch_threads)
+    if spec.resume is None:
+        seed_everything(t.seed)
+    start = time.perf_counter()  # the run directory is created by write_config, once the envs exist
+
+    with ExitStack() as cleanup:
+        # environments: training (workload seeds keyed by restart) and held-out evaluation
+        train_envs = training_envs(spec.scenario, t, spec.restarts)
+        cleanup.callback(_close_quietly, train_envs)
+        test_envs = evaluation_envs(spec.scenario, t)
+        cleanup.callback(_close_quietly, test_envs)
+
+        # network and MAPPO: resumed from the checkpoint, or fresh with an optional warm start
+        algorithm, net = build_algorithm(spec, train_envs, device)
+        if spec.resume is not None:
+            restore(spec, algorithm, net)
+        warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
+
+        # run directory, TensorBoard, the state shared by the trainer callbacks
+        write_config(spec, {"restarts": spec.restarts, "device": str(device)})
+        writer = SummaryWriter(log_dir=str(spec.run_dir))
+        cleanup.callback(writer.close)
+        if warm is not None:
+            log_warm_start(writer, warm)
+        session = Session(spec, algorithm, net, writer)
+        logger = RunLogger(writer, _restored_steps(spec))
+
+        # collectors and trainer
+        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
+        trainer = algorithm.create_trainer(trainer_params(spec, session, logger, train_collector, test_collector))
+        session.trainer = trainer
+        if spec.resume is not None:
+            set_rng_state(spec.resume["rng"])
+
+        # train (Ctrl-C stops early), save last.pt, summarise
+        interrupted = _run(trainer)
+        result = _finish(spec, session, start, interrupted)
+    if interrupted:
+        raise TrainingInterrupted(result)
+    return result
+
+
+def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tuple[MultiAgentPPO, TapFingerPolicy]:
+    """The network, the tianshou policy and :class:`~agents.ppo.MultiAgentPPO`."""
+    # imported on first use: agents.ppo and agents.policy load the graph networks (torch-geometric)
+    from ..policy import TapFingerPolicy
+    from ..ppo import JointActorPolicy, MultiAgentPPO
+
+    net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
+    t = spec.train
+    policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0])
+    algorithm = MultiAgentPPO(
+        policy=policy,
+        optim=AdamOptimizerFactory(lr=t.lr),
+        eps_clip=t.eps_clip,
+        value_clip=t.value_clip,
+        advantage_normalization=t.advantage_normalization,
+        vf_coef=t.vf_coef,
+        ent_coef=t.ent_coef,
+        max_grad_norm=t.max_grad_norm,
+        gae_lambda=t.gae_lambda,
+        max_batchsize=t.max_batchsize,
+        gamma=t.resolved_gamma(spec.scenario.mode),
+        return_scaling=t.return_scaling,
+    )
+    return algorithm, net
+
+
+def _episode_buffer_size(scenario: ScenarioConfig) -> int:
+    """Generous per-episode length estimate (logical steps) for episode-mode buffers."""
+    return 4 * scenario.num_tasks + 256
+
+
+def make_collectors(
+    spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv, test_envs: VectorEnv | None
+) -> tuple[BatchCollector, BatchCollector | None]:
+    """The training collector (a buffer sized for one collection) and the evaluation collector.
+
+    Both are :class:`~agents.vector_env.BatchCollector` over a
+    :class:`~agents.vector_env.BatchedReplayBuffer` (tianshou's classes with the per-env Python
+    loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
+    """
+    from . import EVAL_BUFFER_PER_ENV  # read at call time: the package's value (tests patch it there)
+
+    t = spec.train
+    n_steps = t.resolved_collect_steps()
+    if n_steps is not None:
+        per_env = math.ceil(n_steps / t.envs)
+    else:
+        per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(spec.scenario)
+    stats_cls = SchedulingCollectStats
+    train_collector = BatchCollector(
+        algorithm, train_envs, BatchedReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=stats_cls
+    )
+    test_collector = None
+    if test_envs is not None:
+        # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
+        test_collector = BatchCollector(
+            algorithm, test_envs, BatchedReplayBuffer(EVAL_BUFFER_PER_ENV * t.eval_episodes, t.eval_episodes),
+            collect_stats_class=stats_cls,
+        )
+    return train_collector, test_collector
+
+
+def trainer_params(
+    spec: RunSpec,
+    session: Session,
+    logger: RunLogger,
+    train_collector: BatchCollector,
+    test_collector: BatchCollector | None,
+) -> OnPolicyTrainerParams:
+    """tianshou's on-policy trainer settings: one epoch per evaluation interval, the session's callbacks."""
+    t = spec.train
+    n_steps = t.resolved_collect_steps()
+    epoch_len, epochs = t.epoch_plan(int(spec.resumed_counters.get("env_step", 0)))
+    algorithm = session.algorithm
+    return OnPolicyTrainerParams(
+        training_collector=train_collector,
+        test_collector=test_collector,
+        max_epochs=session.completed_epochs + epochs,
+        epoch_num_steps=epoch_len,
+        collection_step_num_env_steps=n_steps,
+        collection_step_num_episodes=None if n_steps is not None else t.collect_episodes,
+        update_step_num_repetitions=t.repeat,
+        batch_size=t.batch_size,
+        test_step_num_episodes=t.eval_episodes,
+        training_fn=session.training_fn,
+        test_fn=lambda epoch, env_step: algorithm.policy.reset_eval_generator(t.eval_seed),
+        compute_score_fn=session.compute_score_fn,
+        save_best_fn=session.save_best_fn,
+        save_checkpoint_fn=session.save_checkpoint_fn,
+        resume_from_log=spec.resume is not None,
+        logger=logger,
+        verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
+        show_progress=t.progress,
+    )
+
+
+def _restored_steps(spec: RunSpec) -> tuple[int, int, int] | None:
+    """``(epoch, env_step, update_step)`` of the resumed checkpoint for the logger, None for a fresh run."""
+    if spec.resume is None:
+        return None
+    counters = spec.resumed_counters
+    return int(counters["epoch"]), int(counters["env_step"]), int(counters["update_step"])
+
+
+def _run(trainer: OnPolicyTrainer) -> bool:
+    """Run the trainer; True when Ctrl-C stopped it."""
+    try:
+        trainer.run()
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) -> TrainResult:
+    """Save ``last.pt`` and summarise the run."""
+    last = session.save(LAST)
+    best = spec.run_dir / BEST
+    return TrainResult(
+        run_dir=spec.run_dir,
+        env_steps=session.env_step(),
+        gradient_steps=int(session.algorithm.gradient_steps),
+        update_steps=int(session.algorithm.update_count),
+        epochs=session.completed_epochs,
+        best_mean_jct=session.best_mean_jct,
+        last_path=last,
+        best_path=best if best.is_file() else None,
+        interrupted=interrupted,
+        wall_s=time.perf_counter() - start,
+        best_env_step=session.best_env_step,
+    )
+
+
+def _close_quietly(venv: VectorEnv) -> None:
+    try:
+        venv.close()
+    except Exception:
+        pass

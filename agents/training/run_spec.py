@@ -1,0 +1,212 @@
+"""Run resolution: scenario + ``key=value`` overrides + CLI flags (+ checkpoint) -> :class:`RunSpec`.
+
+The scenario is checked here (:func:`check_scenario`: progress functions, trace files), before
+any worker process or run directory exists; :func:`write_config` writes the resolved
+``config.yaml`` once the run starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import torch
+import yaml
+
+from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, read_scenario_yaml, to_dict
+
+from ..train_config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
+from .checkpoints import load_checkpoint
+from .envs import evaluation_scenario, require_ray, vector_kind
+
+if TYPE_CHECKING:
+    from ..policy import PolicyConfig
+
+CONFIG_FILE = "config.yaml"
+
+
+@dataclass
+class RunSpec:
+    """Everything :func:`~agents.training.loop.run_training` needs (see :func:`prepare_run`)."""
+
+    scenario: ScenarioConfig
+    policy: PolicyConfig
+    train: TrainConfig
+    run_dir: Path
+    resume: dict[str, Any] | None = None  # the loaded checkpoint when resuming
+    #: seconds between plain "step X/Y" status lines on stdout (None: none; used when the
+    #: progress bars are off because stdout/stderr is not a terminal)
+    status_every_s: float | None = None
+    #: print the one-line summary of every evaluation ("step X: eval mean JCT ..."; train.py sets it)
+    eval_lines: bool = False
+
+    @property
+    def resumed_counters(self) -> dict[str, Any]:
+        """The step counters of the checkpoint this run resumes (empty for a fresh run)."""
+        return (self.resume or {}).get("counters", {})
+
+    @property
+    def restarts(self) -> int:
+        """Earlier starts of this run (0 for a fresh run); part of the training workload seed key."""
+        return int(self.resumed_counters.get("restarts", -1)) + 1
+
+
+def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]) -> PolicyConfig:
+    """A validated ``PolicyConfig``: the defaults, then ``base`` (a checkpoint's ``policy_config``),
+    then ``values``, assigned typed by :meth:`~agents.config_section.ConfigSection.from_dict`;
+    unknown keys, ill-typed values and failed checks raise :class:`ConfigError`."""
+    from ..policy import PolicyConfig  # imported on first use: agents.policy loads the graph networks
+
+    return PolicyConfig.from_dict(base if base is not None else {}, values)
+
+
+def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A scenario YAML (path or name in ``configs/``) split into (scenario, policy, train) dicts."""
+    path, raw = read_scenario_yaml(path_or_name)
+    policy = raw.pop("policy", None) or {}
+    train = raw.pop("train", None) or {}
+    if not isinstance(policy, dict) or not isinstance(train, dict):
+        raise ConfigError(f"{path}: 'policy' and 'train' sections must be mappings")
+    raw.setdefault("name", path.stem)
+    return raw, policy, train
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys where two plain structures differ."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += _diff(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out += _diff(x, y, f"{prefix}{i}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def default_run_name(scenario: ScenarioConfig, policy: PolicyConfig, train: TrainConfig) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{scenario.name}-{policy.variant}-s{train.seed}-{stamp}"
+
+
+def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
+    """Fail early (ConfigError) on a scenario whose progress functions cannot be built.
+
+    Builds the progress functions of the training scenario and of the one evaluated during
+    training (a test-bed trace file is read and fitted here), in this process, before any
+    worker process or run directory exists.
+    """
+    from envs.progress import build_progress_functions
+    from envs.trace_fit import TraceError
+
+    try:
+        build_progress_functions(scenario)
+        evaluation = evaluation_scenario(scenario, train)
+        if evaluation is not scenario:
+            build_progress_functions(evaluation)
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def prepare_run(
+    config: str | None,
+    overrides: Sequence[str] = (),
+    *,
+    flags: Mapping[str, Any] | None = None,
+    variant: str | None = None,
+    resume: str | None = None,
+) -> RunSpec:
+    """Resolve the scenario, policy and train configs, and the run directory.
+
+    ``flags`` are explicit CLI values for :class:`TrainConfig` fields (``steps``, ``envs``,
+    ``seed``, ``device``, ``logdir``, ``vector``); ``None`` values are ignored. With
+    ``resume`` the checkpoint's configs are the base; a scenario or policy that differs from
+    the checkpoint's is refused (:class:`ConfigError`), train settings may change.
+    """
+    split: SplitOverrides = split_overrides(overrides)
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    ckpt = load_checkpoint(resume) if resume else None
+
+    if config is not None:
+        scen_raw, pol_yaml, train_yaml = read_scenario_file(config)
+    elif ckpt is not None:
+        scen_raw, pol_yaml, train_yaml = copy.deepcopy(dict(ckpt["scenario"])), {}, {}
+    else:
+        raise ConfigError("--config is required (a scenario name or YAML path) unless --resume is given")
+    apply_overrides(scen_raw, split.scenario)
+    scenario = from_dict(scen_raw)
+
+    pol_values = {**pol_yaml, **split.policy}
+    if variant is not None:
+        pol_values["variant"] = variant
+    # resuming: the checkpoint's architecture is the base for every key the user did not set
+    policy = policy_config_from(ckpt["policy_config"] if ckpt is not None else None, pol_values)
+
+    train = TrainConfig.from_dict(ckpt["train_config"]) if ckpt is not None else TrainConfig()
+    apply_train_values(train, train_yaml)
+    apply_train_values(train, flags)
+    apply_train_values(train, split.train)
+    train.validate()
+    check_scenario(scenario, train)
+
+    if ckpt is not None:
+        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), ckpt["scenario"])]
+        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), ckpt["policy_config"])]
+        if problems:
+            raise ConfigError(
+                f"cannot resume {ckpt['_path']}: the checkpoint was trained with a different "
+                f"scenario/architecture ({', '.join(problems[:8])}{' ...' if len(problems) > 8 else ''})"
+            )
+        done = int(ckpt["counters"]["env_step"])
+        if train.steps <= done:
+            raise ConfigError(
+                f"nothing to do: {ckpt['_path']} already has {done} env steps and the step budget is "
+                f"{train.steps} (pass a larger --steps)"
+            )
+        run_dir = Path(ckpt["_path"]).parent
+    else:
+        run_dir = Path(train.logdir) / (train.run_name or default_run_name(scenario, policy, train))
+    return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=run_dir, resume=ckpt)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is a ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda requested but CUDA is not available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def check_environment(spec: RunSpec) -> torch.device:
+    """Fail early (ConfigError) on a device or vector backend this machine lacks."""
+    device = resolve_device(spec.train.device)
+    if vector_kind(spec.train) == "ray":
+        require_ray()
+    return device
+
+
+def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
+    """Write the resolved ``config.yaml`` of the run (scenario, policy, train)."""
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "scenario": to_dict(spec.scenario),
+        "policy": spec.policy.to_dict(),
+        "train": spec.train.to_dict(),
+        "meta": {
+            "gamma": spec.train.resolved_gamma(spec.scenario.mode),
+            "vector": vector_kind(spec.train),
+            "torch": str(torch.__version__),
+            "python": sys.version.split()[0],
+            **dict(extra or {}),
+        },
+    }
+    path = spec.run_dir / CONFIG_FILE
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

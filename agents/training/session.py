@@ -1,0 +1,164 @@
+"""The state of one run shared by tianshou's trainer callbacks: counters, best score, saving.
+
+* ``last.pt`` is written at the end of every epoch (:meth:`Session.save_checkpoint_fn`), every
+  ``save_every`` env steps (:meth:`Session.training_fn`), and by the loop at the end of the run
+  and on Ctrl-C; ``best.pt`` whenever the evaluation mean JCT improves on the best of the run
+  (over resumes too);
+* every evaluation prints one line ``step X: eval mean JCT Y (best Z at step S)``
+  (:meth:`Session.compute_score_fn`; tianshou's own ``test_reward`` line is off);
+* ``system/*`` scalars (throughput, :class:`~agents.training.monitor.SystemMonitor`) and
+  ``test/best_mean_jct`` go straight to the writer; a plain status line every
+  ``status_every_s`` seconds when the progress bars are off.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm import tqdm
+
+from envs.config import ConfigError
+
+from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
+from .monitor import SystemMonitor
+from .stats import SchedulingCollectStats, evaluation_score
+
+if TYPE_CHECKING:
+    from tianshou.algorithm import Algorithm
+    from tianshou.trainer import OnPolicyTrainer
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ..ppo import MultiAgentPPO
+    from .run_spec import RunSpec
+
+
+class Session:
+    """State shared by the trainer callbacks of one run (:meth:`save_checkpoint_fn`,
+    :meth:`training_fn`, :meth:`compute_score_fn`, :meth:`save_best_fn`)."""
+
+    def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter) -> None:
+        self.spec = spec
+        self.algorithm = algorithm
+        self.net = net
+        self.writer = writer
+        self.trainer: OnPolicyTrainer | None = None  # set once the trainer exists
+        counters = spec.resumed_counters
+        self.completed_epochs = int(counters.get("epoch", 0))
+        self.restarts = spec.restarts
+        self.best_score = float(counters.get("best_score", -math.inf))
+        self.best_mean_jct: float | None = counters.get("best_mean_jct")
+        self.best_env_step: int | None = counters.get("best_env_step")
+        self.last_score = -math.inf
+        self.last_mean_jct: float | None = None
+        self.last_save_env_step = int(counters.get("env_step", 0))
+        self._tick: tuple[float, int] | None = None
+        self._status_at = time.perf_counter()
+        self.last_rate: float | None = None
+        self.monitor = SystemMonitor()
+        best = spec.run_dir / BEST
+        if spec.resume is not None and best.is_file():  # best.pt may be newer than last.pt
+            try:
+                bc = load_checkpoint(best).get("counters", {})
+                if float(bc.get("best_score", -math.inf)) > self.best_score:
+                    self.best_score = float(bc["best_score"])
+                    self.best_mean_jct = bc.get("best_mean_jct")
+                    self.best_env_step = bc.get("best_env_step", bc.get("env_step"))
+            except ConfigError:  # an unreadable best.pt is replaced by the next best
+                pass
+
+    # ------------------------------------------------------------------ counters / saving
+    def env_step(self) -> int:
+        trainer = self.trainer
+        # tianshou 2.0.1's Trainer keeps its env-step counter only in the private ``_env_step``
+        # (no public property; the callbacks get it as an argument, the loop's end does not)
+        if trainer is not None and hasattr(trainer, "_env_step"):
+            return int(trainer._env_step)
+        return self.last_save_env_step
+
+    def counters(self, env_step: int | None = None, epoch: int | None = None) -> dict[str, Any]:
+        return {
+            "env_step": int(self.env_step() if env_step is None else env_step),
+            "gradient_steps": int(self.algorithm.gradient_steps),
+            "update_step": int(self.algorithm.update_count),
+            "epoch": int(self.completed_epochs if epoch is None else epoch),
+            "restarts": int(self.restarts),
+            "best_score": float(self.best_score),
+            "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
+            "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
+        }
+
+    def save(self, name: str, env_step: int | None = None, epoch: int | None = None) -> Path:
+        path = self.spec.run_dir / name
+        extra = training_state(self.algorithm, self.counters(env_step, epoch), self.spec.train)
+        save_checkpoint(path, self.net, self.spec.scenario, extra)
+        if name == LAST:
+            self.last_save_env_step = extra["counters"]["env_step"]
+        return path
+
+    # ------------------------------------------------------------------ tianshou callbacks
+    def save_checkpoint_fn(self, epoch: int, env_step: int, gradient_step: int) -> str:
+        """End of an epoch (before its evaluation): ``last.pt``."""
+        self.completed_epochs = int(epoch)
+        return str(self.save(LAST, env_step=env_step, epoch=epoch))
+
+    def training_fn(self, epoch: int, env_step: int) -> None:
+        """Start of each training step: throughput / machine scalars, periodic ``last.pt``."""
+        now = time.perf_counter()
+        if self._tick is not None:
+            t0, s0 = self._tick
+            if now > t0 and env_step > s0:
+                self.last_rate = (env_step - s0) / (now - t0)
+                self.writer.add_scalar("system/env_steps_per_s", self.last_rate, env_step)
+        self._tick = (now, env_step)
+        for key, value in self.monitor.sample().items():
+            self.writer.add_scalar(f"system/{key}", value, env_step)
+        self._status_line(env_step, now)
+        every = self.spec.train.save_every
+        if every is not None and env_step - self.last_save_env_step >= every:
+            self.save(LAST, env_step=env_step, epoch=epoch - 1)
+
+    def _status_line(self, env_step: int, now: float) -> None:
+        """A plain progress line every ``status_every_s`` seconds (progress bars off)."""
+        every = self.spec.status_every_s
+        if every is None or now - self._status_at < every:
+            return
+        self._status_at = now
+        total = self.spec.train.planned_env_steps()
+        of = f"/{total}" if total else ""
+        pct = f" ({100 * env_step / total:.0f}%)" if total else ""
+        rate = f", {self.last_rate:.0f} env steps/s" if self.last_rate is not None else ""
+        print(f"step {env_step}{of}{pct}{rate}", flush=True)
+
+    def compute_score_fn(self, stats: SchedulingCollectStats) -> float:
+        """tianshou's score of an evaluation; prints our one-line evaluation summary."""
+        self.last_score = evaluation_score(stats)
+        self.last_mean_jct = stats.mean_jct
+        if self.spec.eval_lines:
+            step = self.env_step()
+            if self.last_score > self.best_score:
+                best_jct, best_step = self.last_mean_jct, step
+            else:
+                best_jct, best_step = self.best_mean_jct, self.best_env_step
+            jct = "n/a" if stats.mean_jct is None else f"{stats.mean_jct:.3f}"
+            trunc = f", {stats.truncated_episodes} episode(s) truncated" if stats.truncated_episodes else ""
+            best = "n/a" if best_jct is None else f"{best_jct:.3f}"
+            at = "" if best_step is None else f" at step {best_step}"
+            line = f"step {step}: eval mean JCT {jct}{trunc} (best {best}{at})"
+            tqdm.write(line, file=sys.stdout)
+            sys.stdout.flush()
+        return self.last_score
+
+    def save_best_fn(self, algorithm: Algorithm) -> None:
+        """Called by tianshou on a new best test score; keeps the best over resumes too."""
+        if self.last_score > self.best_score:
+            self.best_score = self.last_score
+            self.best_mean_jct = self.last_mean_jct
+            self.best_env_step = self.env_step()
+            self.save(BEST)
+        if self.best_mean_jct is not None:
+            self.writer.add_scalar("test/best_mean_jct", self.best_mean_jct, self.env_step())

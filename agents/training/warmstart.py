@@ -1,0 +1,42 @@
+"""``train.imitate``: the imitation warm start of a fresh run and its TensorBoard scalars."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..train_config import TRAIN_SEED_MIN
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ..imitation import WarmStartResult
+    from ..ppo import MultiAgentPPO
+    from .run_spec import RunSpec
+
+
+def warm_start(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) -> WarmStartResult:
+    """``train.imitate``: clone the teacher scheduler into ``net`` (behaviour cloning and DAgger,
+    :mod:`agents.imitation`) and start PPO's return scaling from the returns it saw."""
+    from ..imitation import warm_start as clone_teacher  # imported on first use (loads the baselines)
+
+    t = spec.train
+    result = clone_teacher(
+        net, spec.scenario, str(t.imitate), episodes=t.imitate_episodes, rounds=t.imitate_rounds,
+        epochs=t.imitate_epochs, lr=t.imitate_lr, batch_size=t.batch_size,
+        gamma=t.resolved_gamma(spec.scenario.mode), seed=t.seed, seed_low=TRAIN_SEED_MIN, vf_coef=t.vf_coef,
+        log=lambda line: print(line, flush=True) if spec.eval_lines else None,
+    )
+    algorithm.load_return_scaler_state(result.clones[-1].return_scaler_state())
+    return result
+
+
+def log_warm_start(writer: SummaryWriter, result: WarmStartResult) -> None:
+    """The warm start's per-round losses and JCTs as TensorBoard scalars (``imitation/...``)."""
+    writer.add_scalar("imitation/teacher_mean_jct", result.teacher_mean_jct, 0)
+    for i, (jct, fit) in enumerate(zip(result.played_mean_jct, result.clones)):
+        writer.add_scalar("imitation/played_mean_jct", jct, i)
+        if fit.actor_loss:
+            writer.add_scalar("imitation/actor_loss", fit.actor_loss[-1], i)
+            writer.add_scalar("imitation/critic_loss", fit.critic_loss[-1], i)
