@@ -104,9 +104,9 @@ class TrainConfig(ConfigSection):
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     # -- warm start by imitation (agents/imitation.py), before the first PPO update of a new run
     imitate: str | None = None  # teacher scheduler spec, e.g. "optimus:preemptive=false" (None: no warm start)
-    imitate_episodes: int = 32  # episodes (training workloads) recorded per imitation round
-    imitate_rounds: int = 4  # DAgger rounds after the teacher's own episodes (0: plain behaviour cloning)
-    imitate_epochs: int = 15  # passes of behaviour cloning over the recorded decisions, per round
+    imitate_episodes: int = 64  # episodes (training workloads) recorded per imitation round
+    imitate_rounds: int = 0  # DAgger rounds after the teacher's own episodes (0: plain behaviour cloning)
+    imitate_epochs: int = 30  # passes of behaviour cloning over the recorded decisions, per round
     imitate_lr: float = 1e-3  # Adam learning rate of behaviour cloning
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
