@@ -37,6 +37,8 @@ import torch.nn.functional as F
 
 from agents.baselines import make_scheduler
 from agents.evaluation.schedulers import parse_scheduler_spec
+from agents.policy import obs_to_torch
+from agents.ppo import gae_advantages
 from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics
 from envs.observation import KEYS
@@ -55,7 +57,7 @@ class Demonstrations:
     action: np.ndarray  # (T, N, 3) int64
     returns: np.ndarray  # (T, N) float64 discounted per-agent returns from each step
     episodes: int
-    mean_jct: float  # the teacher's mean JCT over the recorded episodes
+    mean_jct: float  # mean over the recorded episodes of each episode's mean JCT (of the player)
 
     def __len__(self) -> int:
         return int(self.action.shape[0])
@@ -84,13 +86,10 @@ def teacher_action(decision: Any, pending: np.ndarray, single: bool, gpu_axis: i
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
-    """Per-column discounted return-to-go of one episode's rewards ``(T, N)``."""
-    out = np.empty_like(rewards, dtype=np.float64)
-    acc = np.zeros(rewards.shape[1], dtype=np.float64)
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        acc = rewards[t] + gamma * acc
-        out[t] = acc
-    return out
+    """Per-column discounted return-to-go of one episode's rewards ``(T, N)``: GAE with zero
+    values and lambda 1 (:func:`agents.ppo.gae_advantages`)."""
+    zeros = np.zeros(rewards.shape)
+    return gae_advantages(zeros, zeros, rewards.astype(np.float64), np.zeros(len(rewards), dtype=bool), gamma, 1.0)
 
 
 def record_teacher(
@@ -156,7 +155,7 @@ def merge(a: Demonstrations, b: Demonstrations) -> Demonstrations:
         action=np.concatenate([a.action, b.action]),
         returns=np.concatenate([a.returns, b.returns]),
         episodes=a.episodes + b.episodes,
-        mean_jct=b.mean_jct,
+        mean_jct=(a.mean_jct * a.episodes + b.mean_jct * b.episodes) / (a.episodes + b.episodes),
     )
 
 
@@ -236,9 +235,8 @@ def clone(
             batches = 0
             for lo in range(0, len(demos), batch_size):
                 idx = order[lo:lo + batch_size]
-                obs = policy.as_tensors({k: v[idx] for k, v in obs_all.items()})
-                act = act_all[idx].to(device)
-                nll, active, value = imitation_losses(policy, obs, act)
+                obs = {k: v[idx] for k, v in obs_all.items()}  # policy.distributions moves and converts it
+                nll, active, value = imitation_losses(policy, obs, act_all[idx].to(device))
                 actor = nll.sum() / active.sum().clamp(min=1)
                 critic = F.mse_loss(value.float(), target_all[idx].to(device))
                 optim.zero_grad(set_to_none=True)
@@ -271,10 +269,13 @@ class WarmStartResult:
     before clone ``i`` (the teacher's for ``i = 0``, then the clone of round ``i - 1`` playing),
     and ``clones[i]``, what that clone did (the last one's return statistics start PPO)."""
 
-    teacher_mean_jct: float
     played_mean_jct: list[float] = field(default_factory=list)
     clones: list[CloneResult] = field(default_factory=list)
     wall_s: float = 0.0
+
+    @property
+    def teacher_mean_jct(self) -> float:
+        return self.played_mean_jct[0]
 
 
 def warm_start(
@@ -296,8 +297,6 @@ def warm_start(
     """Behaviour cloning with DAgger: ``episodes`` teacher episodes, clone, then ``rounds`` times
     play the cloned policy (deterministic) on ``episodes`` new workloads with the teacher
     labelling the states it reaches, aggregate and clone again."""
-    from agents.policy import obs_to_torch  # the policy module imports torch-geometric lazily
-
     def student(obs: dict[str, np.ndarray]) -> np.ndarray:
         with torch.no_grad():
             return policy.act(obs_to_torch(obs, policy.device), deterministic=True).action[0].cpu().numpy()
@@ -305,7 +304,7 @@ def warm_start(
     start = time.perf_counter()
     say = log or (lambda _msg: None)
     demos = record_teacher(scenario, teacher, teacher_seeds(seed, 0, episodes, seed_low), gamma)
-    out = WarmStartResult(teacher_mean_jct=demos.mean_jct, played_mean_jct=[demos.mean_jct])
+    out = WarmStartResult(played_mean_jct=[demos.mean_jct])
     limit = STUDENT_ROUNDS_FACTOR * math.ceil(len(demos) / episodes)  # a clone that stalls is cut off
     say(f"imitation: teacher {teacher} mean JCT {demos.mean_jct:.3f} over {episodes} training workloads, "
         f"{len(demos)} decisions")

@@ -56,7 +56,21 @@ class PowerFormProgress(ProgressFunction, Protocol):
         ...
 
 
-class ConstantProgress:
+class ValueEquality:
+    """Progress functions compare and hash by value (class and :meth:`_value`), so caches keyed
+    on them (:func:`envs.durations.duration_table`) hit across episodes and schedulers."""
+
+    def _value(self) -> tuple:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._value() == self._value()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._value()))
+
+
+class ConstantProgress(ValueEquality):
     """Resource-insensitive: ``1/steps`` per step at any valid allocation (SJF toy, IMG)."""
 
     def __init__(self, steps: int) -> None:
@@ -67,11 +81,8 @@ class ConstantProgress:
     def from_task(cls, task: TaskType, cfg: ScenarioConfig) -> ConstantProgress:
         return cls(task.progress["steps"])
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.steps == self.steps
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.steps))
+    def _value(self) -> tuple:
+        return (self.steps,)
 
     def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
         return np.full(progress.shape, self.rate)
@@ -83,7 +94,7 @@ class ConstantProgress:
         return np.full(dims, self.rate), np.zeros(dims), True, np.ones(dims, dtype=bool)
 
 
-class TanhProgress:
+class TanhProgress(ValueEquality):
     """Resource-sensitive synthetic task: ``tanh(g / scale) * sqrt(offset - p)``; CPU-blind.
 
     With scale 16 and offset 1.2 (the defaults) a task needs 21, 10, 7, 5, 4, 4, 3, 3, 3, 2, ...
@@ -99,11 +110,8 @@ class TanhProgress:
         spec = task.progress
         return cls(spec.get("scale", TANH_SCALE), spec.get("offset", TANH_OFFSET))
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and (other.scale, other.offset) == (self.scale, self.offset)
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.scale, self.offset))
+    def _value(self) -> tuple:
+        return (self.scale, self.offset)
 
     def delta(self, cpu: np.ndarray, gpu: np.ndarray, progress: np.ndarray) -> np.ndarray:
         return np.tanh(gpu / self.scale) * np.sqrt(np.maximum(self.offset - progress, 0.0))

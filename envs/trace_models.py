@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .config import ConfigError
+from .progress import ValueEquality
 from .progress_registry import TRACE_MODES
 from .trace_table import TABLE_FORMAT, TraceError, load_table, resolve_table_path
 
@@ -44,15 +45,12 @@ def _cell_index(cpu: np.ndarray, gpu: np.ndarray, shape: tuple[int, int]) -> tup
     return np.minimum(np.maximum(c, 1), shape[0]) - 1, np.minimum(np.maximum(g, 1), shape[1]) - 1, ok
 
 
-def _key(fn: Any) -> tuple:
-    """Value of a table-backed function for equality and hashing: its class and exact arrays."""
-    arrays = (fn.a, fn.b, fn.absolute) if isinstance(fn, PowerLawProgress) else (fn.rate,)
-    return (type(fn).__name__,) + tuple(
-        (a.shape, a.tobytes()) if isinstance(a, np.ndarray) else a for a in arrays
-    )
+def _array_value(*parts: Any) -> tuple:
+    """Exact, hashable value of a table-backed function's arrays (shape and bytes) and flags."""
+    return tuple((a.shape, a.tobytes()) if isinstance(a, np.ndarray) else a for a in parts)
 
 
-class PowerLawProgress:
+class PowerLawProgress(ValueEquality):
     """Gain from the curve ``p(x) = a[c, g] * x**b[c, g]`` (x in steps) at the task's progress.
 
     ``absolute=False``: the difference ``p(k + 1) - p(k)`` with ``k = (p / a)**(1 / b)``.
@@ -81,17 +79,14 @@ class PowerLawProgress:
         ci, gi, ok = _cell_index(c, g, self.a.shape)
         return self.a[ci, gi], self.b[ci, gi], not self.absolute, ok
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and _key(other) == _key(self)
-
-    def __hash__(self) -> int:
-        return hash(_key(self))
+    def _value(self) -> tuple:
+        return _array_value(self.a, self.b, self.absolute)
 
     def __repr__(self) -> str:
         return f"PowerLawProgress(shape={self.a.shape}, absolute={self.absolute})"
 
 
-class ConstantRateProgress:
+class ConstantRateProgress(ValueEquality):
     """A constant gain ``rate[c, g]`` per step, whatever the progress."""
 
     def __init__(self, rate: np.ndarray) -> None:
@@ -108,11 +103,8 @@ class ConstantRateProgress:
         ci, gi, ok = _cell_index(c, g, self.rate.shape)
         return self.rate[ci, gi], np.zeros(dims), True, ok
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and _key(other) == _key(self)
-
-    def __hash__(self) -> int:
-        return hash(_key(self))
+    def _value(self) -> tuple:
+        return _array_value(self.rate)
 
     def __repr__(self) -> str:
         return f"ConstantRateProgress(shape={self.rate.shape})"
