@@ -4,11 +4,14 @@
     python evaluate.py --scenario synthetic-3 --checkpoint checkpoints/synthetic-3.pt \\
         --schedulers all --seeds 5 --out results/synthetic-3
     python evaluate.py --report --seeds 5          # every scenario -> results/REPORT.md
+    python evaluate.py --curves runs/<run> [--curves runs/<other>]   # -> results/curves/<scenario>.png
 
 Every scheduler runs on the same workload seeds ``S .. S+K-1`` (``--seed-offset S``, default
 100000: training uses seeds >= 1,000,000 and in-training validation 10,000 + j, so the two
 never overlap). Writes ``summary.json``, ``tasks.csv``, ``run.json``, ``scenario.yaml`` and PNG
-plots to ``--out`` and prints a table. ``key=value`` scenario overrides may stand anywhere on
+plots to ``--out`` and prints a table. ``--curves RUN_DIR`` plots a training run's validation
+mean JCT against env steps with the baselines' mean JCT on the same validation workloads
+(:mod:`agents.evaluation.curves`). ``key=value`` scenario overrides may stand anywhere on
 the command line. Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error,
 130 interrupted.
 """
@@ -38,13 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="policy checkpoint; repeat for several. One checkpoint is named after its policy variant "
                         f"({', '.join(VARIANT_NAMES)}); several are named after their files "
                         "(runs/a/best.pt -> best, or a/best when two stems are equal)")
-    p.add_argument("--schedulers", default="all",
-                   help="'all' (every available baseline) or a,b,... (default all); options after a colon, "
+    p.add_argument("--schedulers", default=None,
+                   help="'all' (every available baseline) or a,b,... (default all; with --curves "
+                        "optimus,optimus:preemptive=false); options after a colon, "
                         "as in benchmarks/baselines.py: optimus:preemptive=false,oracle=true")
     p.add_argument("--seeds", type=int, default=5, help="number of workload seeds K (default 5)")
     p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
                    help=f"first workload seed S (default {DEFAULT_SEED_OFFSET}, disjoint from training seeds)")
-    p.add_argument("--out", help="output directory (default results/<scenario>; with --report: results)")
+    p.add_argument("--out", help="output directory (default results/<scenario>; with --report: results; "
+                                 "with --curves: the PNG path, default results/curves/<scenario>.png)")
     p.add_argument("--device", default="cpu", choices=DEVICES,
                    help="device of the policy network (default cpu; auto = cuda when available)")
     p.add_argument("--workers", type=int, default=default_workers(),
@@ -53,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every scenario with checkpoints/<scenario>.pt when present; write <out>/REPORT.md")
     p.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help="with --report: where <scenario>.pt checkpoints are looked up (default checkpoints/)")
+    p.add_argument("--curves", action="append", default=[], metavar="RUN_DIR",
+                   help="plot a training run's validation mean JCT against env steps, with the baselines' mean "
+                        "JCT on the run's validation workloads; repeat for several runs of one scenario")
     p.add_argument("--quiet", action="store_true", help="no progress bar (off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="scenario overrides")
     return p
@@ -97,11 +105,54 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     return seeds
 
 
+def _given(args: argparse.Namespace, *names: str) -> list[str]:
+    """The options among ``names`` whose value differs from the parser's default."""
+    parser = build_parser()
+    return [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) != parser.get_default(n)]
+
+
+def run_curves(args: argparse.Namespace) -> int:
+    """``--curves``: the learning-curve PNG (+ JSON) of one or more run directories."""
+    from agents.evaluation.curves import DEFAULT_BASELINES, build_curves, output_path, summary_lines, write_curves
+    from envs.config import ConfigError
+
+    clash = _given(args, "checkpoint", "report", "checkpoint_dir", "scenario", "seeds", "seed_offset", "device")
+    if clash or args.overrides:
+        what = ", ".join(clash + (["key=value overrides"] if args.overrides else []))
+        raise ConfigError(f"--curves cannot be combined with {what}: it plots training runs on the scenario and "
+                          "validation seeds of their config.yaml (options: --schedulers, --out, --workers, --quiet)")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    progress = not args.quiet and sys.stderr.isatty()
+    curves = build_curves(args.curves, args.schedulers or DEFAULT_BASELINES, workers=args.workers,
+                          progress=progress)
+    png, doc = write_curves(curves, output_path(args.out, curves))
+    print("\n".join(summary_lines(curves)), flush=True)
+    print(f"wrote {png} and {doc}", file=sys.stderr)
+    return 0
+
+
+def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
+    """A scheduler name left among the ``key=value`` overrides (``--schedulers a b``) gets a hint."""
+    from agents.baselines import available_schedulers
+    from agents.evaluation.schedulers import is_scheduler_spec
+    from envs.config import ConfigError
+
+    for token in overrides:
+        if is_scheduler_spec(token) or token in available_schedulers():
+            raise ConfigError(f"{token!r} looks like a scheduler, not a key=value scenario override: --schedulers "
+                              "takes one comma-separated list, e.g. --schedulers optimus,optimus:preemptive=false")
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute the parsed command; raises ConfigError on bad input."""
     from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
     from envs.config import ConfigError, load_scenario
 
+    if args.curves:
+        return run_curves(args)
+    _check_overrides_are_not_schedulers(args.overrides)
+    args.schedulers = args.schedulers or "all"
     if args.device != "cpu" and not (args.checkpoint or args.report):
         raise ConfigError(f"--device {args.device} only applies to a policy: give --checkpoint PATH (baselines run "
                           "on the CPU)")

@@ -110,6 +110,8 @@ def save_policy_checkpoint(
     """Write ``{model, policy_config, scenario, obs_spec, **extra}`` atomically with ``torch.save``.
 
     ``extra`` must hold tensors and plain values only, or :func:`read_checkpoint` will refuse the file.
+    Every tensor is stored on the CPU (a checkpoint written by a CUDA run loads on a machine without
+    CUDA, also with a plain ``torch.load(weights_only=True)``).
     """
     from envs.config import to_dict as scenario_to_dict
 
@@ -124,6 +126,7 @@ def save_policy_checkpoint(
         scenario=scenario_to_dict(scenario_cfg),
         obs_spec=_policy().spec_to_dict(policy.spec),
     )
+    data = _on_cpu(data)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -135,6 +138,17 @@ def save_policy_checkpoint(
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor inside dicts, lists and tuples moved to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, Mapping):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
 
 
 def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:

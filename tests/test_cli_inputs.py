@@ -188,6 +188,17 @@ def test_evaluate_device_cuda_without_a_checkpoint_exits_2(tmp_path, capsys):
     assert "--checkpoint" in one_line_error(capsys.readouterr().err, "evaluate.py")
 
 
+@pytest.mark.parametrize("second", ["okita", "optimus:preemptive=false"])
+def test_space_separated_schedulers_get_a_hint(tmp_path, capsys, second):
+    """``--schedulers a b``: the second name lands among the scenario overrides; the error says
+    that schedulers are one comma-separated list (not "unknown scenario key")."""
+    out = tmp_path / "o"
+    assert evaluate_main()(["--scenario", "synthetic-3", "--schedulers", "optimus", second, "--out", str(out)]) == 2
+    line = one_line_error(capsys.readouterr().err, "evaluate.py")
+    assert f"{second!r} looks like a scheduler" in line and "comma-separated" in line
+    assert not out.exists()
+
+
 def test_evaluate_warns_below_five_seeds(tmp_path, capsys):
     assert evaluate_main()(["--scenario", "synthetic-3", "num_tasks=8", "--seeds", "2", "--schedulers", "min",
                             "--workers", "1", "--quiet", "--out", str(tmp_path / "o")]) == 0

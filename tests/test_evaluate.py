@@ -91,9 +91,11 @@ def test_checkpoint_names():
 def test_summary_schema_and_table(outputs):
     a, _, stdout = outputs
     summary = json.loads((a / "summary.json").read_text())
-    from agents.baselines import available_schedulers
+    from agents.baselines import ORACLE_BASELINES, available_schedulers
 
-    assert set(summary) == {"scenario", "seeds", "schedulers", "bound"}  # no checkpoint: no reduction
+    # no checkpoint: no reduction, paired differences or target
+    assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle"}
+    assert summary["oracle"] == [n for n in available_schedulers() if n in ORACLE_BASELINES]
     assert summary["scenario"] == "synthetic-3"
     assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))
     assert list(summary["schedulers"]) == available_schedulers()

@@ -335,6 +335,22 @@ def test_checkpoint_round_trip(tmp_path, syn3, policy3):
         save_policy_checkpoint(tmp_path / "q.pt", policy3, cfg, {"model": 1})
 
 
+def test_checkpoint_tensors_stored_on_cpu_with_structure(tmp_path, syn3, policy3):
+    """Nested extras keep their container types and values; every stored tensor is a CPU
+    tensor detached from autograd, so a plain ``torch.load(weights_only=True)`` reads the file
+    (what a CUDA-trained checkpoint needs on a machine without CUDA)."""
+    cfg = syn3[0]
+    w = torch.arange(6.0, requires_grad=True).reshape(2, 3)
+    extra = {"optimizer": {"state": {0: {"exp_avg": w}}, "groups": [(1, torch.ones(2))]}}
+    path = save_policy_checkpoint(tmp_path / "p.pt", policy3, cfg, extra)
+    data = torch.load(path, weights_only=True)
+    saved = data["optimizer"]["state"][0]["exp_avg"]
+    assert torch.equal(saved, w.detach()) and not saved.requires_grad and saved.device.type == "cpu"
+    group = data["optimizer"]["groups"][0]
+    assert isinstance(group, tuple) and group[0] == 1 and torch.equal(group[1], torch.ones(2))
+    assert all(t.device.type == "cpu" for t in data["model"].values())
+
+
 def test_checkpoint_errors(tmp_path, syn3, policy3):
     cfg = syn3[0]
     good = save_policy_checkpoint(tmp_path / "good.pt", policy3, cfg)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any
+from typing import Any, Mapping
 
 from envs.config import ConfigError
 from envs.scheduling import Scheduler
@@ -23,6 +23,17 @@ REGISTRY: dict[str, str] = {
     "pd-preemptive": "agents.baselines.pd_preemptive:PDPreemptiveScheduler",
     "okita": "agents.baselines.okita:OkitaScheduler",
 }
+
+
+#: baselines that read the true task durations (the duration oracle, ``envs/durations.py``):
+#: informed by what no online scheduler observes, so they are compared apart ("oracle baselines")
+ORACLE_BASELINES = frozenset({"okita", "pd-maxweight", "pd-maxsche", "pd-preemptive"})
+
+
+def uses_oracle(name: str, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether baseline ``name`` with ``options`` reads the true durations or progress functions
+    (the :data:`ORACLE_BASELINES`, or Optimus fitted on true progress samples, ``oracle=true``)."""
+    return name in ORACLE_BASELINES or bool((options or {}).get("oracle", False))
 
 
 def available_schedulers() -> list[str]:

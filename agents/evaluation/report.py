@@ -19,6 +19,7 @@ from envs.progress import build_progress_functions
 
 from .reference import CLAIMS, REDUCTION, REFERENCE, SCENARIO_TO_EXPERIMENT, SCHEDULER_TO_ALGORITHM
 from .runner import POLICY_NAME, resolve_schedulers
+from .summary import BOUND_RATIO_TARGET, format_table
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 
@@ -81,6 +82,7 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
         "fastest allocation with no waiting (no scheduler can beat it).",
         "",
     ]
+    lines += target_table(entries)
     for e in entries:
         exp, figure = SCENARIO_TO_EXPERIMENT.get(e.scenario, (None, ""))
         ref = REFERENCE.get(exp, {}) if exp else {}
@@ -133,6 +135,46 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
     return "\n".join(lines)
 
 
+def _ci(entry: dict[str, Any] | None) -> str:
+    if not entry or entry["mean_diff"] is None:
+        return "–"
+    lo, hi = entry["ci95"]
+    return f"{entry['mean_diff']:+.2f}" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
+
+
+def target_table(entries: Sequence[ReportEntry]) -> list[str]:
+    """The overview of the quality target (``summary.json`` ``target``), one row per scenario
+    (a scenario without a checkpoint is listed as not met)."""
+    if not entries:
+        return []
+    lines = [
+        "## Quality target",
+        "",
+        f"Target: the learned policy's mean JCT below the best non-oracle baseline's with the paired "
+        f"per-seed 95% interval below zero, and at most {BOUND_RATIO_TARGET:g}× the bound. Paired Δ = the "
+        "policy's per-seed mean JCT minus the baseline's, mean [95% t-interval]; oracle baselines read "
+        "the true task durations.",
+        "",
+        "| scenario | policy | best non-oracle | paired Δ | best oracle | paired Δ | × bound | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        if "target" not in e.summary:
+            lines.append(f"| {e.scenario} | no checkpoint | – | – | – | – | – | no |")
+            continue
+        s, t, paired = e.summary["schedulers"], e.summary["target"], e.summary["paired"]
+
+        def named(name: str | None) -> str:
+            return f"{name} {_fmt(s[name]['mean_jct'])}" if name else "–"
+
+        lines.append(
+            f"| {e.scenario} | {_fmt(s[e.primary]['mean_jct'])} | {named(t['best_non_oracle'])} "
+            f"| {_ci(paired.get(t['best_non_oracle']))} | {named(t['best_oracle'])} | {_ci(paired.get(t['best_oracle']))} "
+            f"| {_fmt(t['bound_ratio'])} | {'yes' if t['met'] else 'no'} |"
+        )
+    return lines + [""]
+
+
 def median_reductions(summary: dict[str, Any], primary: str = POLICY_NAME) -> dict[str, float | None]:
     """``primary``'s median-JCT reduction against each other scheduler (empty if it was not run)."""
     s = summary["schedulers"]
@@ -160,7 +202,6 @@ def run_report(
     (bad input raises :class:`ConfigError`). Each scenario's table is printed as it finishes.
     """
     from . import evaluate_scenario
-    from .summary import format_table
 
     plans = []
     for name in report_scenarios(scenarios):

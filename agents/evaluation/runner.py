@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agents.baselines import uses_oracle
 from agents.variants import VARIANT_NAMES
 from envs.bound import fastest_durations
 from envs.config import ConfigError, ScenarioConfig
@@ -63,6 +64,11 @@ class SchedulerSpec:
     @property
     def is_policy(self) -> bool:
         return bool(self.checkpoint)
+
+    @property
+    def is_oracle(self) -> bool:
+        """A baseline informed by the true durations (:func:`agents.baselines.uses_oracle`)."""
+        return not self.is_policy and uses_oracle(self.baseline, dict(self.options))
 
 
 @dataclass

@@ -16,10 +16,19 @@ Definitions (what ``summary.json`` holds per scheduler):
 * ``decision_ms``: wall-clock milliseconds of decisions per real step, mean over seeds
   (a timing: it differs between runs).
 
-``bound.mean_jct`` is the pooled mean of every task's fastest possible JCT; ``reduction`` is
-``1 - mean_jct(policy) / mean_jct(other)`` for each other scheduler, where ``policy`` is the
-first checkpoint's scheduler (``tapfinger`` for a TapFinger checkpoint); present only with a
-checkpoint.
+``bound.mean_jct`` is the pooled mean of every task's fastest possible JCT; ``oracle`` lists
+the baselines informed by the true durations (:func:`agents.baselines.uses_oracle`). With a
+checkpoint, where ``policy`` is the first checkpoint's scheduler (``tapfinger`` for a TapFinger
+checkpoint):
+
+* ``reduction``: ``1 - mean_jct(policy) / mean_jct(other)`` for each other scheduler;
+* ``paired``: per other scheduler, the per-seed differences ``mean_jct_s(policy) -
+  mean_jct_s(other)`` over the common seeds ``s``, their mean ``mean_diff`` and its 95% t-interval
+  ``ci95`` (negative: the policy is faster; an interval below 0 is a significant win);
+* ``target``: the quality target of the project (issue 11): the best non-oracle and the best
+  oracle baseline (lowest pooled mean JCT), whether the policy beats the best non-oracle one
+  with the paired interval below zero, its ratio to ``bound`` and whether that is at most
+  :data:`BOUND_RATIO_TARGET`, and ``met`` (both).
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ from .runner import EvaluationRun
 
 #: tasks.csv columns, in order
 CSV_COLUMNS = ("scheduler", "seed", "task_id", "type", "arrival", "start", "finish", "jct", "cluster", "cpu", "gpu")
+#: the quality target's ceiling on mean JCT(policy) / mean JCT(bound)
+BOUND_RATIO_TARGET = 1.3
 #: summary fields that are wall-clock timings (differ between otherwise identical runs)
 TIMING_FIELDS = ("decision_ms",)
 
@@ -101,23 +112,69 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
                                 "cpu_util", "gpu_util", "decision_ms")}
 
 
+def per_seed_means(results: Sequence[EpisodeResult]) -> np.ndarray:
+    """Mean JCT of each seed's finished tasks (NaN for a seed with none), in seed order."""
+    return np.array([float(np.mean(r.jct)) if len(r.jct) else math.nan for r in results], dtype=np.float64)
+
+
+def paired_difference(a: Sequence[EpisodeResult], b: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """Per-seed mean JCT of ``a`` minus ``b`` (same seeds, same order): the differences, their mean
+    and its 95% t-interval (``[None, None]`` below two seeds)."""
+    diff = per_seed_means(a) - per_seed_means(b)
+    mean, _ = mean_halfwidth(diff)
+    lo, hi = t_interval(diff)
+    return {"mean_diff": _finite(mean), "ci95": [lo, hi], "per_seed": [_finite(d) for d in diff]}
+
+
+def _best(schedulers: dict[str, Any], names: Sequence[str]) -> str | None:
+    ranked = [n for n in names if schedulers[n]["mean_jct"] is not None]
+    return min(ranked, key=lambda n: schedulers[n]["mean_jct"]) if ranked else None
+
+
+def target_check(schedulers: dict[str, Any], paired: dict[str, Any], oracle: Sequence[str],
+                 policy: str, bound: float) -> dict[str, Any]:
+    """The ``target`` entry (see the module docstring) of ``policy`` against the other schedulers."""
+    others = [n for n in paired if n in schedulers]
+    best_online = _best(schedulers, [n for n in others if n not in oracle])
+    best_oracle = _best(schedulers, [n for n in others if n in oracle])
+    tap = schedulers[policy]["mean_jct"]
+    hi = paired[best_online]["ci95"][1] if best_online else None
+    beats = None if hi is None else bool(hi < 0.0)
+    ratio = tap / bound if tap is not None and bound > 0 else None
+    within = None if ratio is None else bool(ratio <= BOUND_RATIO_TARGET)
+    return {
+        "best_non_oracle": best_online,
+        "best_oracle": best_oracle,
+        "beats_best_non_oracle": beats,
+        "bound_ratio": ratio,
+        "within_bound_ratio": within,
+        "met": bool(beats and within),
+    }
+
+
 def build_summary(run: EvaluationRun) -> dict[str, Any]:
     """The ``summary.json`` document of a run."""
     schedulers = {name: scheduler_stats(res) for name, res in run.results.items()}
-    bound = np.concatenate(run.bound).astype(np.float64)
+    bound = float(np.concatenate(run.bound).astype(np.float64).mean())
+    oracle = [spec.name for spec in run.specs if spec.is_oracle]
     doc: dict[str, Any] = {
         "scenario": run.cfg.name,
         "seeds": list(run.seeds),
         "schedulers": schedulers,
-        "bound": {"mean_jct": float(bound.mean())},
+        "bound": {"mean_jct": bound},
+        "oracle": oracle,
     }
     policies = run.policy_names
     if policies:
-        tap = schedulers[policies[0]]["mean_jct"]
+        primary = policies[0]
+        tap = schedulers[primary]["mean_jct"]
         doc["reduction"] = {
             name: (1.0 - tap / s["mean_jct"] if tap is not None and s["mean_jct"] else None)
-            for name, s in schedulers.items() if name != policies[0]
+            for name, s in schedulers.items() if name != primary
         }
+        doc["paired"] = {name: paired_difference(run.results[primary], run.results[name])
+                         for name in schedulers if name != primary}
+        doc["target"] = target_check(schedulers, doc["paired"], oracle, primary, bound)
     return doc
 
 
@@ -223,7 +280,8 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         "scheduler; JCT in real steps over all tasks of all seeds; ± = half-width of the 95% t-interval "
         "over per-seed means",
         f"{'scheduler':<{w}}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
-        f"{'GPU %':>7}{'ms/step':>9}" + (f"{'tap. gain':>10}" if reduction else "") + (f"{'trunc':>6}" if truncated else ""),
+        f"{'GPU %':>7}{'ms/step':>9}" + (f"{'tap. gain':>10}{'paired Δ':>14}" if reduction else "")
+        + (f"{'trunc':>6}" if truncated else ""),
     ]
     rows = [(name, s) for name, s in scheds.items()]
     rows.append(("bound", {"mean_jct": summary["bound"]["mean_jct"]}))
@@ -244,10 +302,38 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         if reduction:
             r = reduction.get(name)
             line += f"{r * 100:>9.1f}%" if r is not None else f"{'-':>10}"
+            line += f"{_paired_text(summary.get('paired', {}).get(name)):>14}"
         if truncated:
             line += f"{truncated.get(name, 0):>6d}"
         lines.append(line)
     if reduction:
         tap = run.policy_names[0] if run and run.policy_names else "tapfinger"
-        lines.append(f"tap. gain: {tap}'s mean-JCT reduction against the row, 1 - {tap}/row")
+        lines.append(f"tap. gain: {tap}'s mean-JCT reduction against the row, 1 - {tap}/row; paired Δ: "
+                     f"{tap}'s per-seed mean JCT minus the row's, mean ± half-width of its 95% t-interval")
+        if "target" in summary:
+            lines.append(target_text(summary, tap))
     return "\n".join(lines)
+
+
+def _paired_text(entry: dict[str, Any] | None) -> str:
+    if not entry or entry["mean_diff"] is None:
+        return "-"
+    lo, hi = entry["ci95"]
+    half = f"±{(hi - lo) / 2.0:.2f}" if lo is not None and hi is not None else ""
+    return f"{entry['mean_diff']:+.2f}{half}"
+
+
+def target_text(summary: dict[str, Any], policy: str) -> str:
+    """One line: the quality target (see the module docstring) and whether ``policy`` meets it."""
+    t = summary["target"]
+    best = t["best_non_oracle"]
+    if best is None:
+        return "target: no non-oracle baseline in this evaluation"
+    beats = {True: "yes", False: "no", None: "undecided (one seed)"}[t["beats_best_non_oracle"]]
+    ratio = t["bound_ratio"]
+    within = "yes" if t["within_bound_ratio"] else "no"
+    oracle = t["best_oracle"]
+    oracle_text = f"; best oracle baseline {oracle} (paired Δ {_paired_text(summary['paired'][oracle])})" if oracle else ""
+    return (f"target: {policy} below the best non-oracle baseline {best} with the paired 95% interval below 0: "
+            f"{beats} ({_paired_text(summary['paired'][best])}); within {BOUND_RATIO_TARGET:g}x bound: {within} "
+            f"({ratio:.2f}x){oracle_text} -> {'MET' if t['met'] else 'not met'}")

@@ -52,7 +52,7 @@ from .envs import (
     training_envs,
     vector_kind,
 )
-from .logger import TENSORBOARD_KEEP
+from .logger import EVAL_MEAN_JCT_TAG, TENSORBOARD_KEEP
 from .loop import TrainingInterrupted, TrainResult, build_algorithm, make_collectors, run_training
 from .monitor import SystemMonitor
 from .rng import rng_state, seed_everything, set_rng_state
@@ -80,6 +80,7 @@ __all__ = [
     "CKPT_KEYS",
     "CONFIG_FILE",
     "EVAL_BUFFER_PER_ENV",
+    "EVAL_MEAN_JCT_TAG",
     "LAST",
     "TENSORBOARD_KEEP",
     "RunSpec",

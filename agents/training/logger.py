@@ -27,6 +27,17 @@ TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
 }
 
 
+def scalar_tag(scope: str, key: str) -> str:
+    """The TensorBoard tag :class:`RunLogger` writes ``key`` of ``scope`` under (``test/mean_jct``)."""
+    return f"{scope}/{key}"
+
+
+#: TensorBoard tag of the validation mean JCT (deterministic policy on the held-out workloads
+#: ``eval_seed + j``), one point per evaluation, step = env steps; read by
+#: :mod:`agents.evaluation.curves`
+EVAL_MEAN_JCT_TAG = scalar_tag("test", "mean_jct")
+
+
 class RunLogger(TensorboardLogger):
     """tianshou's TensorBoard logger: resume counters from the checkpoint, only the scalars of
     :data:`TENSORBOARD_KEEP`.
@@ -53,6 +64,6 @@ class RunLogger(TensorboardLogger):
         for key in keep:
             value = data.get(key)
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-                self.writer.add_scalar(f"{scope}/{key}", value, global_step=step)
+                self.writer.add_scalar(scalar_tag(scope, key), value, global_step=step)
         if self.write_flush:
             self.writer.flush()

@@ -1,0 +1,329 @@
+"""Learning curves: a training run's validation mean JCT against env steps, next to the baselines.
+
+``evaluate.py --curves RUN_DIR`` reads the run's TensorBoard scalar
+:data:`~agents.training.logger.EVAL_MEAN_JCT_TAG` (one point per evaluation) and its
+``config.yaml``, runs the baselines through :func:`~agents.evaluation.runner.run_evaluation`
+on exactly the validation workloads the trainer evaluated on (the scenario of
+:func:`~agents.training.envs.evaluation_scenario`, seeds ``eval_seed .. eval_seed +
+eval_episodes - 1``) and draws one PNG: one curve per run (its best point marked), one
+horizontal line per baseline and the ``bound`` (dashed black). A JSON file beside the PNG holds
+the merged curve points and the baseline means.
+
+Every horizontal line is the trainer's metric: the mean over the validation seeds of each
+seed's mean JCT (finished tasks), so lines and curves are comparable. A resumed run directory
+holds one event file per process; they are merged in the order they were started (first event's
+wall time), a later file's point replacing an earlier one at the same step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+
+from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
+
+from .plots import BOUND_STYLE, _pyplot, _save, colours
+from .runner import SchedulerSpec
+
+#: baselines drawn by default (``--schedulers`` replaces them)
+DEFAULT_BASELINES = "optimus,optimus:preemptive=false"
+#: where the PNG goes by default: ``<CURVES_DIR>/<scenario>.png``
+CURVES_DIR = Path("results") / "curves"
+#: the ``train`` keys that define the validation workloads (the rest of the section is not read)
+EVAL_KEYS = ("eval_seed", "eval_episodes", "eval_scenario")
+
+
+@dataclass
+class RunCurve:
+    """The validation curve of one run directory: ``points`` are ``(env_step, mean_jct)``, by step."""
+
+    name: str
+    run_dir: Path
+    points: list[tuple[int, float]]
+
+    @property
+    def best(self) -> tuple[int, float]:
+        """``(step, mean_jct)`` of the lowest validation mean JCT (the earliest on ties)."""
+        return min(self.points, key=lambda p: (p[1], p[0]))
+
+
+@dataclass
+class Validation:
+    """The workloads a run was validated on: the scenario (eval variant applied or not) and seeds."""
+
+    scenario: ScenarioConfig
+    seeds: list[int]
+    eval_scenario: str
+
+
+@dataclass
+class Curves:
+    """Everything one plot shows: the runs' curves and the baselines on the same workloads."""
+
+    validation: Validation
+    runs: list[RunCurve]
+    baselines: dict[str, float | None]  # mean over seeds of the per-seed mean JCT
+    bound: float
+
+
+# ---------------------------------------------------------------------------------------
+# Reading a run directory
+# ---------------------------------------------------------------------------------------
+def check_run_dir(run_dir: Path) -> None:
+    """ConfigError unless ``run_dir`` is a directory with a ``config.yaml``."""
+    from agents.training.run_spec import CONFIG_FILE
+
+    if not run_dir.is_dir():
+        raise ConfigError(f"--curves {run_dir}: not a directory (give a training run directory, e.g. runs/<run>)")
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(f"--curves {run_dir}: no {CONFIG_FILE} (not a training run directory written by train.py)")
+
+
+def read_validation(run_dir: Path) -> Validation:
+    """The validation workloads of a run, from its ``config.yaml`` (as the trainer built them)."""
+    from agents.train_config import TrainConfig
+    from agents.training.envs import evaluation_scenario
+    from agents.training.run_spec import CONFIG_FILE
+
+    path = run_dir / CONFIG_FILE
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("scenario"), dict):
+        raise ConfigError(f"{path}: no 'scenario' section (not a config.yaml written by train.py)")
+    raw_train = doc.get("train") or {}
+    if not isinstance(raw_train, dict):
+        raise ConfigError(f"{path}: 'train' must be a mapping")
+    try:
+        scenario = from_dict(doc["scenario"])
+        train = TrainConfig.from_dict({k: raw_train[k] for k in EVAL_KEYS if k in raw_train})
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    seeds = [train.eval_seed + j for j in range(train.eval_episodes)]
+    return Validation(evaluation_scenario(scenario, train), seeds, train.eval_scenario)
+
+
+def event_files(run_dir: Path) -> list[Path]:
+    """The TensorBoard event files directly in ``run_dir`` (one per training process)."""
+    return sorted(p for p in run_dir.glob("*tfevents*") if p.is_file())
+
+
+def read_event_file(path: Path, tag: str) -> tuple[float, list[tuple[int, float]]]:
+    """``(wall time of the first event, [(step, value), ...] of tag in file order)``; an empty
+    file gives ``(inf, [])``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(path), size_guidance={"scalars": 0}, purge_orphaned_data=False)
+    acc.Reload()
+    try:
+        started = float(acc.FirstEventTimestamp())
+    except ValueError:  # no event at all
+        return math.inf, []
+    if tag not in acc.Tags().get("scalars", []):
+        return started, []
+    return started, [(int(e.step), float(e.value)) for e in acc.Scalars(tag)]
+
+
+def merge_points(files: Sequence[tuple[float, list[tuple[int, float]]]]) -> list[tuple[int, float]]:
+    """Merge per-file points: files by start time, a later point replacing an earlier one at
+    the same step; sorted by step."""
+    merged: dict[int, float] = {}
+    for _, points in sorted(files, key=lambda f: f[0]):  # stable: equal start times keep file order
+        merged.update(points)
+    return sorted(merged.items())
+
+
+def read_curve(run_dir: Path, name: str | None = None) -> RunCurve:
+    """The merged validation curve of ``run_dir`` (ConfigError without event files or the tag)."""
+    from agents.training.logger import EVAL_MEAN_JCT_TAG
+
+    files = event_files(run_dir)
+    if not files:
+        raise ConfigError(f"--curves {run_dir}: no TensorBoard event files (events.out.tfevents.*); "
+                          "has the run started training?")
+    points = merge_points([read_event_file(f, EVAL_MEAN_JCT_TAG) for f in files])
+    if not points:
+        raise ConfigError(f"--curves {run_dir}: no {EVAL_MEAN_JCT_TAG!r} scalars in {len(files)} event file(s); "
+                          "the run has not finished an evaluation yet")
+    return RunCurve(name or run_dir.name, run_dir, points)
+
+
+# ---------------------------------------------------------------------------------------
+# Several runs, baselines
+# ---------------------------------------------------------------------------------------
+def run_labels(run_dirs: Sequence[Path]) -> list[str]:
+    """The run directory names, or the paths as given where two names are equal."""
+    names = [p.name or str(p) for p in run_dirs]
+    return [str(p) if names.count(n) > 1 else n for p, n in zip(run_dirs, names)]
+
+
+def common_validation(run_dirs: Sequence[Path], validations: Sequence[Validation]) -> Validation:
+    """The validation workloads every run shares; ConfigError when two runs differ."""
+    first = validations[0]
+    ref = to_dict(first.scenario)
+    for run_dir, v in zip(run_dirs[1:], validations[1:]):
+        other = to_dict(v.scenario)
+        keys = sorted(k for k in set(ref) | set(other) if ref.get(k) != other.get(k))
+        if keys or v.seeds != first.seeds:
+            why = f"scenario keys {', '.join(keys)}" if keys else "validation seeds"
+            raise ConfigError(
+                f"--curves: {run_dirs[0]} ({first.scenario.name}) and {run_dir} ({v.scenario.name}) were validated "
+                f"on different workloads ({why} differ); plot runs of one scenario together"
+            )
+    return first
+
+
+def per_seed_mean(values: Sequence[float]) -> float | None:
+    """The mean of the finite per-seed means (None when there is none)."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
+def baseline_specs(selection: str, validation: Validation) -> list[SchedulerSpec]:
+    """The baselines of ``--schedulers`` (no policy: the curves are the policies)."""
+    from .runner import resolve_schedulers
+
+    try:
+        return resolve_schedulers(selection, (), validation.scenario)
+    except ConfigError as exc:
+        raise ConfigError(f"--curves --schedulers takes baselines only: {exc}") from None
+
+
+def baseline_means(
+    validation: Validation, specs: Sequence[SchedulerSpec], workers: int = 1, progress: bool = False
+) -> tuple[dict[str, float | None], float]:
+    """Mean over the validation seeds of each baseline's per-seed mean JCT, and of the bound's."""
+    from .runner import run_evaluation
+
+    run = run_evaluation(validation.scenario, specs, validation.seeds, workers=workers, progress=progress)
+    means = {name: per_seed_mean([r.mean_jct for r in results]) for name, results in run.results.items()}
+    bound = per_seed_mean([float(np.mean(b)) if len(b) else math.nan for b in run.bound])
+    return means, float(bound) if bound is not None else math.nan
+
+
+def build_curves(
+    run_dirs: Sequence[str | Path], selection: str = DEFAULT_BASELINES, workers: int = 1, progress: bool = False
+) -> Curves:
+    """Read every run directory, check they share their validation workloads, run the baselines once."""
+    paths = [Path(p) for p in run_dirs]
+    if not paths:
+        raise ConfigError("--curves needs at least one run directory")
+    seen: set[Path] = set()
+    for p in paths:
+        check_run_dir(p)
+        if p.resolve() in seen:
+            raise ConfigError(f"--curves {p}: run directory given twice")
+        seen.add(p.resolve())
+    validation = common_validation(paths, [read_validation(p) for p in paths])
+    from envs.progress import build_progress_functions
+
+    build_progress_functions(validation.scenario)  # a missing trace file is bad input: fail before any run
+    specs = baseline_specs(selection, validation)
+    runs = [read_curve(p, name) for p, name in zip(paths, run_labels(paths))]
+    means, bound = baseline_means(validation, specs, workers=workers, progress=progress)
+    return Curves(validation, runs, means, bound)
+
+
+# ---------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------
+def default_path(curves: Curves) -> Path:
+    return CURVES_DIR / f"{curves.validation.scenario.name}.png"
+
+
+def output_path(out: str | Path | None, curves: Curves) -> Path:
+    """``--out``: a ``.png`` path as given, any other path a directory for ``<scenario>.png``."""
+    if out is None:
+        return default_path(curves)
+    out = Path(out)
+    return out if out.suffix.lower() == ".png" else out / f"{curves.validation.scenario.name}.png"
+
+
+def _seed_range(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+
+
+def plot_curves(curves: Curves, path: Path) -> Path:
+    """The learning-curve PNG: curves with their best points, baseline lines, the bound."""
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _pyplot()
+    v = curves.validation
+    col = colours([*curves.baselines, *(r.name for r in curves.runs)])
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
+    for run in curves.runs:
+        steps, values = zip(*run.points)
+        best_step, best = run.best
+        ax.plot(steps, values, color=col[run.name], linewidth=2.2, marker="o", markersize=3,
+                label=f"{run.name} (best {best:.2f} at step {best_step:,})")
+        ax.plot([best_step], [best], marker="*", markersize=14, color=col[run.name], markeredgecolor="black",
+                linestyle="none", zorder=5)
+    ax.plot([], [], marker="*", markersize=11, color="lightgrey", markeredgecolor="black", linestyle="none",
+            label="best point of a run")
+    for name, mean in curves.baselines.items():
+        if mean is not None:
+            ax.axhline(mean, color=col[name], linewidth=1.5, linestyle="-.", label=f"{name} ({mean:.2f})")
+    if math.isfinite(curves.bound):
+        ax.axhline(curves.bound, label=f"bound ({curves.bound:.2f})", **BOUND_STYLE)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("validation mean JCT (real steps)")
+    k = len(v.seeds)
+    ax.set_title(f"Learning curve: {v.scenario.name} ({v.scenario.mode}-task, N={v.scenario.num_clusters}), "
+                 f"{v.eval_scenario} scenario, validation seed{'s' if k > 1 else ''} {_seed_range(v.seeds)}",
+                 fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, path)
+
+
+def curves_document(curves: Curves) -> dict[str, Any]:
+    """The JSON beside the PNG: merged curve points, best points, baseline and bound means."""
+    from agents.training.logger import EVAL_MEAN_JCT_TAG
+
+    v = curves.validation
+    return {
+        "scenario": v.scenario.name,
+        "eval_scenario": v.eval_scenario,
+        "seeds": list(v.seeds),
+        "tag": EVAL_MEAN_JCT_TAG,
+        "metric": "mean over the validation seeds of each seed's mean JCT (real steps)",
+        "runs": {
+            r.name: {"run_dir": str(r.run_dir), "best": {"step": r.best[0], "mean_jct": r.best[1]},
+                     "points": [[s, x] for s, x in r.points]}
+            for r in curves.runs
+        },
+        "baselines": dict(curves.baselines),
+        "bound": curves.bound,
+    }
+
+
+def write_curves(curves: Curves, png: Path) -> tuple[Path, Path]:
+    """Write the PNG and ``<same name>.json``; returns both paths."""
+    from .summary import write_json
+
+    plot_curves(curves, png)
+    return png, write_json(png.with_suffix(".json"), curves_document(curves))
+
+
+def summary_lines(curves: Curves) -> list[str]:
+    """One line per run (best validation mean JCT and its step) and per baseline."""
+    seeds = _seed_range(curves.validation.seeds)
+    lines = []
+    for r in curves.runs:
+        step, best = r.best
+        last_step, last = r.points[-1]
+        lines.append(f"{r.name}: best validation mean JCT {best:.3f} at env step {step} "
+                     f"({len(r.points)} evaluations; last {last:.3f} at step {last_step})")
+    for name, mean in curves.baselines.items():
+        shown = "n/a (no task finished)" if mean is None else f"{mean:.3f}"
+        lines.append(f"{name}: mean JCT {shown} on validation seeds {seeds}")
+    lines.append(f"bound: mean JCT {curves.bound:.3f} on validation seeds {seeds}")
+    return lines

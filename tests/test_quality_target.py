@@ -1,0 +1,106 @@
+"""The quality target in evaluation outputs: oracle baselines, paired per-seed differences and the
+``target`` verdict in ``summary.json``, the printed table and ``REPORT.md``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from agents.baselines import ORACLE_BASELINES, available_schedulers, uses_oracle
+from agents.checkpoint import save_policy_checkpoint
+from agents.evaluation import build_summary, format_table
+from agents.evaluation.report import ReportEntry, format_report, median_reductions
+from agents.evaluation.runner import resolve_schedulers, run_evaluation
+from agents.evaluation.summary import BOUND_RATIO_TARGET, target_check
+from agents.policy import PolicyConfig, TapFingerPolicy
+from envs.config import load_scenario
+from envs.observation import ObservationSpec
+
+SEEDS = [100_000, 100_001, 100_002]
+
+
+def test_oracle_baselines_are_the_duration_readers():
+    assert ORACLE_BASELINES <= set(available_schedulers())
+    for name in ("okita", "pd-maxweight", "pd-maxsche", "pd-preemptive"):
+        assert uses_oracle(name)
+    for name in ("optimus", "random", "min", "tiresias"):
+        assert not uses_oracle(name)
+    assert uses_oracle("optimus", {"oracle": True}) and not uses_oracle("optimus", {"preemptive": False})
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory):
+    cfg = load_scenario("synthetic-3", ["num_tasks=12"]).for_evaluation()
+    torch.manual_seed(0)
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg),
+                             PolicyConfig(hidden=16, han_layers=1, heads=2, pointer_heads=2, pointer_ffn=32))
+    ckpt = save_policy_checkpoint(tmp_path_factory.mktemp("ck") / "tiny.pt", policy, cfg)
+    specs = resolve_schedulers("min,optimus,optimus:preemptive=false,okita,pd-maxsche", [str(ckpt)], cfg)
+    run = run_evaluation(cfg, specs, SEEDS, workers=1, progress=False)
+    return run, build_summary(run)
+
+
+def test_paired_differences_are_per_seed_means_with_t_intervals(evaluation):
+    run, summary = evaluation
+    assert summary["oracle"] == ["okita", "pd-maxsche"]
+    tap = np.array([r.jct.mean() for r in run.results["tapfinger"]])
+    assert set(summary["paired"]) == {"min", "optimus", "optimus:preemptive=false", "okita", "pd-maxsche"}
+    for name, entry in summary["paired"].items():
+        diff = tap - np.array([r.jct.mean() for r in run.results[name]])
+        assert entry["per_seed"] == pytest.approx(diff.tolist(), abs=1e-12)
+        assert entry["mean_diff"] == pytest.approx(diff.mean(), abs=1e-12)
+        half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / math.sqrt(len(diff))
+        assert entry["ci95"] == pytest.approx([diff.mean() - half, diff.mean() + half], abs=1e-9)
+
+
+def test_target_names_the_best_baselines_and_judges_them(evaluation):
+    run, summary = evaluation
+    s, t = summary["schedulers"], summary["target"]
+    online = ["min", "optimus", "optimus:preemptive=false"]
+    assert t["best_non_oracle"] == min(online, key=lambda n: s[n]["mean_jct"])
+    assert t["best_oracle"] == min(["okita", "pd-maxsche"], key=lambda n: s[n]["mean_jct"])
+    hi = summary["paired"][t["best_non_oracle"]]["ci95"][1]
+    assert t["beats_best_non_oracle"] is (hi < 0)
+    ratio = s["tapfinger"]["mean_jct"] / summary["bound"]["mean_jct"]
+    assert t["bound_ratio"] == pytest.approx(ratio)
+    assert t["within_bound_ratio"] is (ratio <= BOUND_RATIO_TARGET)
+    assert t["met"] is (t["beats_best_non_oracle"] and t["within_bound_ratio"])
+    table = format_table(summary, run)
+    assert "paired Δ" in table and f"target: tapfinger below the best non-oracle baseline {t['best_non_oracle']}" in table
+    assert table.rstrip().endswith("MET" if t["met"] else "not met")
+
+
+def test_target_check_on_hand_made_numbers():
+    schedulers = {p: {"mean_jct": 4.0} for p in ("pol",)}
+    schedulers |= {"a": {"mean_jct": 5.0}, "b": {"mean_jct": 4.5}, "o": {"mean_jct": 3.0}, "x": {"mean_jct": None}}
+    paired = {"a": {"ci95": [-1.5, -0.5]}, "b": {"ci95": [-0.9, -0.1]}, "o": {"ci95": [0.5, 1.5]},
+              "x": {"ci95": [None, None]}}
+    t = target_check(schedulers, paired, ["o"], "pol", bound=3.2)
+    assert (t["best_non_oracle"], t["best_oracle"], t["beats_best_non_oracle"]) == ("b", "o", True)
+    assert t["bound_ratio"] == pytest.approx(1.25) and t["within_bound_ratio"] and t["met"]
+    paired["b"] = {"ci95": [-0.9, 0.2]}  # the interval reaches zero: not a significant win
+    assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["met"] is False
+    paired["b"] = {"ci95": [-0.9, -0.1]}
+    far = target_check(schedulers, paired, ["o"], "pol", bound=3.0)  # 4.0 / 3.0 > 1.3
+    assert far["beats_best_non_oracle"] and not far["within_bound_ratio"] and not far["met"]
+    one_seed = target_check(schedulers, {"b": {"ci95": [None, None]}}, [], "pol", bound=3.2)
+    assert one_seed["beats_best_non_oracle"] is None and one_seed["met"] is False
+
+
+def test_report_overview_lists_every_scenario(evaluation):
+    run, summary = evaluation
+    entries = [ReportEntry("synthetic-3", summary, "tiny.pt", run.cfg, median_reductions(summary)),
+               ReportEntry("sjf-3", {"schedulers": {}, "bound": {"mean_jct": 1.0}}, None, run.cfg, {})]
+    text = format_report(entries, SEEDS)
+    overview = text[text.index("## Quality target"):text.index("## synthetic-3")]
+    t, s = summary["target"], summary["schedulers"]
+    best = t["best_non_oracle"]
+    lo, hi = summary["paired"][best]["ci95"]
+    row = (f"| synthetic-3 | {s['tapfinger']['mean_jct']:.2f} | {best} {s[best]['mean_jct']:.2f} "
+           f"| {summary['paired'][best]['mean_diff']:+.2f} [{lo:+.2f}, {hi:+.2f}] |")
+    assert row in overview
+    assert "| sjf-3 | no checkpoint |" in overview
