@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from agents.config_section import ConfigSection, at_least, one_of, rule
+from envs.config_section import ConfigSection, at_least, one_of, rule
 from agents.conflict import PRIORS, resolve_conflicts
+from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
@@ -93,7 +94,7 @@ class PolicyConfig(ConfigSection):
     alloc_head: str = "factorised"
     encoder: str = "auto"
 
-    # declared once (agents/config_section.py): built from a mapping with from_dict (typed,
+    # declared once (envs/config_section.py): built from a mapping with from_dict (typed,
     # unknown keys refused), validated on construction: field types, then these checks in order
     SECTION = "policy"
     CHECKS = (
@@ -270,6 +271,8 @@ class TapFingerPolicy(nn.Module):
         )
         self.alloc_head = AllocationHead(n_act, H, self.alloc_dims, c.alloc_head)
         self.critic = CentralCritic(n_act, H)
+        #: compiled passes by name (empty: eager); see :meth:`compile_passes`
+        self._compiled: dict[str, Callable[..., Any]] = {}
         scale = getattr(spec, "scale", None)
         self.register_buffer(
             "free_scale", torch.tensor(scale, dtype=torch.float64) if scale is not None else torch.zeros(0),
@@ -305,11 +308,41 @@ class TapFingerPolicy(nn.Module):
             raise ValueError(f"observation has {N} clusters, the unshared actors were built for {self.n_actor_sets}")
         return out
 
+    def compile_passes(self, mode: str = "default") -> "TapFingerPolicy":
+        """``torch.compile`` the tensor-only passes in place: the encoder, the selection logits and
+        the allocation logits (sampling, conflict resolution and the loss terms stay eager).
+
+        Parameters, state-dict names and outputs are unchanged (to float round-off), so
+        checkpoints stay interchangeable with eager policies. Under compilation the dense HAN
+        encoder takes its static layout. ``mode`` is a ``torch.compile`` mode (:data:`COMPILE_MODES`;
+        ``reduce-overhead`` replays CUDA graphs on a GPU). The first calls of each new batch shape
+        compile (tens of seconds on a small CPU). Returns ``self``.
+        """
+        if mode not in COMPILE_MODES:
+            raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}")
+        self._compiled = {
+            "encode": torch.compile(self.encoder.forward, mode=mode),
+            "selection": torch.compile(self._selection_logits_eager, mode=mode),
+            "allocation": torch.compile(self._alloc_logits_eager, mode=mode),
+        }
+        return self
+
     def encode(self, obs: Mapping[str, Tensor]) -> EncoderOutput:
         """Run the encoder (graph building included) on tensors from :meth:`as_tensors`."""
-        return self.encoder(obs)
+        fn = self._compiled.get("encode")
+        return fn(obs) if fn is not None else self.encoder(obs)
 
     def _selection_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
+        """Masked selection logits ``(B, N, P)`` (compiled by :meth:`compile_passes`)."""
+        fn = self._compiled.get("selection")
+        return fn(obs, enc) if fn is not None else self._selection_logits_eager(obs, enc)
+
+    def _alloc_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
+        """Masked allocation logits ``(B, N, A)`` of each agent's slot ``slot (B, N)``."""
+        fn = self._compiled.get("allocation")
+        return fn(obs, enc, slot) if fn is not None else self._alloc_logits_eager(obs, enc, slot)
+
+    def _selection_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         feasible = obs["feasible"].bool()
         if self.pointer is not None:
             slots = self.slot_proj(enc.task, enc.cluster)
@@ -321,8 +354,7 @@ class TapFingerPolicy(nn.Module):
         pick = torch.zeros_like(feasible).scatter_(-1, first, True)
         return zeros.masked_fill(~pick, MASK_VALUE)
 
-    def _alloc_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
-        """Masked allocation logits ``(B, N, A)`` of each agent's slot ``slot (B, N)``."""
+    def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         idx = slot.view(*slot.shape, 1, 1)
         task = enc.task.gather(2, idx.expand(-1, -1, 1, enc.task.shape[-1])).squeeze(2)
         low = obs["pending_min"].long().gather(2, idx.expand(-1, -1, 1, 2)).squeeze(2)
@@ -330,6 +362,50 @@ class TapFingerPolicy(nn.Module):
 
     def _free(self, obs: Mapping[str, Tensor]) -> Tensor:
         return _free_resources(obs, self.free_scale if self.free_scale.numel() == 2 else None)
+
+    def _joint_pass(
+        self,
+        obs: Mapping[str, Tensor],
+        enc: EncoderOutput,
+        action: Tensor | None = None,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
+
+        ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
+        resolve conflicts between agents that picked the same task, then sample the allocation;
+        the random draws (selection, conflict ties, allocation) come from ``generator`` in that
+        order. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
+        Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
+        (``posterior``: the conflict posterior when sampling, else ``None``).
+        """
+        skip = ~obs["feasible"].bool().any(-1)
+        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
+        posterior = None
+        if action is None:
+            sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
+        else:
+            action = torch.as_tensor(action, device=self.device).long()
+            sel = action[..., 0]
+        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+        if action is None:
+            low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+            canon = enc.canon if enc.canon is not None else canonical_slots(obs["pending_mask"], obs["pending_where"])[0]
+            key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            active = ~skip & obs["feasible"].bool().gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
+            lost, posterior = conflict.lost, conflict.posterior
+        else:
+            lost = action[..., 2].bool()
+        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
+        if action is None:
+            alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
+        else:
+            alloc = action[..., 1]
+        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
+        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        return sel, alloc, lost, log_prob, entropy, skip, posterior
 
     # ------------------------------------------------------------------ public API
     @torch.no_grad()
@@ -346,52 +422,26 @@ class TapFingerPolicy(nn.Module):
         """
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
-        feasible = obs["feasible"].bool()
-        skip = ~feasible.any(-1)
-        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
-        sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
-        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-
-        low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-        canon = enc.canon if enc.canon is not None else canonical_slots(obs["pending_mask"], obs["pending_where"])[0]
-        key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-        active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-        conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
-        lost = conflict.lost
-
-        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
-        alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
-        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
-
-        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        sel, alloc, lost, log_prob, entropy, skip, posterior = self._joint_pass(
+            obs, enc, deterministic=deterministic, generator=generator)
         sel = torch.where(skip, torch.zeros_like(sel), sel)
         alloc = torch.where(skip | lost, torch.zeros_like(alloc), alloc)
         action = torch.stack([sel, alloc, lost.long()], dim=-1)
         value = self.critic(enc.cluster, enc.glob) if with_value else None
         return ActOutput(action=action, log_prob=log_prob, entropy=entropy, skip=skip, value=value,
-                         extra={"posterior": conflict.posterior})
+                         extra={"posterior": posterior})
 
     def evaluate(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(log_prob, entropy, skip, value)`` of stored actions with one encoder pass."""
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
-        logp, ent, skip = self._evaluate(obs, enc, action)
-        return logp, ent, skip, self.critic(enc.cluster, enc.glob)
+        _, _, _, log_prob, entropy, skip, _ = self._joint_pass(obs, enc, action)
+        return log_prob, entropy, skip, self.critic(enc.cluster, enc.glob)
 
     def evaluate_actions(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per-agent ``(log_prob, entropy, skip)`` of stored joint actions (eqs. 12-14); differentiable."""
         obs = self.as_tensors(obs)
-        return self._evaluate(obs, self.encode(obs), action)
-
-    def _evaluate(self, obs: Mapping[str, Tensor], enc: EncoderOutput, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        action = torch.as_tensor(action, device=self.device).long()
-        slot, alloc, lost = action[..., 0], action[..., 1], action[..., 2].bool()
-        skip = ~obs["feasible"].bool().any(-1)
-        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
-        lp_sel = sel_logp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
-        al_logp = F.log_softmax(self._alloc_logits(obs, enc, slot), dim=-1)
-        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
-        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        _, _, _, log_prob, entropy, skip, _ = self._joint_pass(obs, self.encode(obs), action)
         return log_prob, entropy, skip
 
     def value(self, obs: Mapping[str, Tensor]) -> Tensor:

@@ -28,7 +28,7 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -39,8 +39,24 @@ from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
 from tianshou.algorithm.optim import OptimizerFactory
 from tianshou.data import Batch, ReplayBuffer, to_torch
+from tianshou.data.types import (
+    ActBatchProtocol,
+    BatchWithAdvantagesProtocol,
+    LogpOldProtocol,
+    ObsBatchProtocol,
+    RolloutBatchProtocol,
+)
 
 from agents.policy import obs_to_torch
+
+
+class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
+    """A collected batch after :meth:`MultiAgentPPO._preprocess_batch`: per-agent ``(B, N)``
+    tensors ``logp_old``, ``v_s``, ``returns``, ``adv`` and the STORED ``skip`` flags, actions
+    ``act (B, N, 3)`` as a long tensor."""
+
+    skip: torch.Tensor
+    v_s: torch.Tensor
 
 
 def module_device(module: nn.Module) -> torch.device:
@@ -107,18 +123,18 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         self.eval_generator = torch.Generator(device=module_device(self.net))
         self.eval_generator.manual_seed(int(seed))
 
-    def forward(self, batch: Any, state: Any = None) -> Batch:  # type: ignore[override]
+    def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
         evaluating = not self.is_within_training_step
         deterministic = self.deterministic_eval and evaluating
         with torch.no_grad():
             obs = obs_to_torch(batch.obs, module_device(self.net))
             out = self.net.act(obs, deterministic=deterministic, generator=self.eval_generator if evaluating else None)
-        return Batch(
+        return cast(ActBatchProtocol, Batch(
             act=out.action.cpu().numpy(),
             state=state,
             dist=None,
             policy=Batch(logp=out.log_prob.float().cpu().numpy()),
-        )
+        ))
 
 
 @dataclass(kw_only=True)
@@ -241,7 +257,7 @@ class MultiAgentPPO(PPO):
                 out.append(self.net.value(obs_to_torch(chunk, self.device)).float())
         return torch.cat(out, dim=0)
 
-    def _next_values(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray, v_s: torch.Tensor) -> torch.Tensor:
+    def _next_values(self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray, v_s: torch.Tensor) -> torch.Tensor:
         """Critic values of ``batch.obs_next``, reusing ``v_s`` where the next observation is stored.
 
         Inside an episode the collector stores ``obs_next`` of step ``i`` as ``obs`` of step
@@ -262,7 +278,9 @@ class MultiAgentPPO(PPO):
         return out
 
     # ------------------------------------------------------------------ returns
-    def _add_returns_and_advantages(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray) -> Any:
+    def _add_returns_and_advantages(  # type: ignore[override]
+        self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray
+    ) -> BatchWithAdvantagesProtocol:
         """Per-agent GAE: ``batch.v_s``, ``batch.returns``, ``batch.adv`` all ``(B, N)`` tensors.
 
         Uses ``batch.v_s`` when :meth:`_preprocess_batch` already computed it.
@@ -299,10 +317,10 @@ class MultiAgentPPO(PPO):
         self._pre_stats["explained_variance"] = (
             float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
         )
-        return batch
+        return cast(BatchWithAdvantagesProtocol, batch)
 
     def _gae_columns(
-        self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
+        self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
         v_s: np.ndarray, v_next: np.ndarray, gae_lambda: float,
     ) -> tuple[np.ndarray, np.ndarray]:
         """tianshou's GAE (``compute_episodic_return``) on every agent's reward column at once.
@@ -319,7 +337,9 @@ class MultiAgentPPO(PPO):
         return adv + v_s, adv
 
     # ------------------------------------------------------------------ preprocessing
-    def _preprocess_batch(self, batch: Any, buffer: ReplayBuffer, indices: np.ndarray) -> Any:
+    def _preprocess_batch(  # type: ignore[override]
+        self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray
+    ) -> MAPPOBatchProtocol:
         """Old log-probs, STORED skip flags and values from the stored obs/actions, then per-agent GAE."""
         device = self.device
         batch.obs = to_torch(batch.obs, device=device)
@@ -343,10 +363,12 @@ class MultiAgentPPO(PPO):
             self._pre_stats["logp_mismatch"] = float(_masked_mean(diff.abs(), ~batch.skip))
         else:
             self._pre_stats["logp_mismatch"] = 0.0
-        return batch
+        return cast(MAPPOBatchProtocol, batch)
 
     # ------------------------------------------------------------------ update
-    def _update_with_batch(self, batch: Any, batch_size: int | None, repeat: int) -> MAPPOTrainingStats:  # type: ignore[override]
+    def _update_with_batch(  # type: ignore[override]
+        self, batch: MAPPOBatchProtocol, batch_size: int | None, repeat: int
+    ) -> MAPPOTrainingStats:
         # per-step statistics stay on the device; one host read at the end of the update
         rows: list[torch.Tensor] = []
         steps = 0

@@ -20,7 +20,7 @@ dataclass defaults, the YAML sections, the explicit CLI flags (``--steps``...), 
 ``key=value`` overrides. Unknown keys and ill-typed values raise
 :class:`~envs.config.ConfigError`.
 
-:class:`TrainConfig` and ``PolicyConfig`` are both :class:`~agents.config_section.ConfigSection`
+:class:`TrainConfig` and ``PolicyConfig`` are both :class:`~envs.config_section.ConfigSection`
 dataclasses: the same typed assignment (``from_dict``, ``apply``) and declarative ``CHECKS``
 (``validate``). The CLI choices of ``train.py`` (``--vector``, ``--device``) are read from
 :data:`VECTOR_KINDS` and :data:`DEVICES` here.
@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from envs.config import ConfigError, parse_override
 
-from .config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
+from envs.config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
     ConfigSection,
     apply_values,
     at_least,
@@ -63,6 +63,8 @@ DEVICE_HELP = {
 }
 DEVICES = tuple(DEVICE_HELP)
 EVAL_SCENARIOS = ("train", "eval")
+#: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
 EVAL_SEED_DEFAULT = 10_000
 TRAIN_SEED_MIN = 1_000_000
@@ -88,6 +90,7 @@ class TrainConfig(ConfigSection):
     seed: int = 0
     device: str = "auto"
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
+    compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     # -- PPO (tianshou PPO arguments)
     lr: float = 1e-4
     eps_clip: float = 0.2
@@ -122,7 +125,7 @@ class TrainConfig(ConfigSection):
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
     progress: bool = True  # tqdm progress bars
 
-    # declared once (agents/config_section.py): built in layers (defaults, the YAML's train:
+    # declared once (envs/config_section.py): built in layers (defaults, the YAML's train:
     # section, CLI flags, key=value overrides) with typed assignment, then validated once:
     # field types, then these checks in order
     SECTION = "train"
@@ -136,6 +139,8 @@ class TrainConfig(ConfigSection):
         one_of("device", DEVICES),
         at_least("seed", 0),
         at_least("torch_threads", 1, nullable=True),
+        rule(lambda c: c.compile is None or c.compile in COMPILE_MODES,
+             f"compile must be null or one of {list(COMPILE_MODES)}, got {{compile!r}}"),
         greater_than("lr", 0, finite=True),
         between("eps_clip", 0, 1, open=True),
         between("gae_lambda", 0, 1),

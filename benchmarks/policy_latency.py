@@ -3,21 +3,23 @@
 Keys (CPU always, CUDA too when available):
   ``<dev>-N<n>``        median ms of one ``act()`` at batch 1 (one scheduling round), after warm-up
   ``<dev>-N<n>-b64``    samples per second of ``act()`` on batches of 64 observations
-  ``<dev>-N6-b<big>``   samples per second of ``act()`` at a large batch (1024 on CPU, 4096 on CUDA)
+  ``<dev>-N6-b1024``    samples per second of ``act()`` at batch 1024 (and ``cuda-N6-b4096``)
   ``<dev>-N6-train-b256`` samples per second of ``evaluate()`` forward + backward (a PPO minibatch)
-  ``<dev>-N6-train-b<big>`` the same at the large batch
+  ``<dev>-N6-train-b<big>`` the same at the large training batch (1024 on CPU, 4096 on CUDA)
 Observations come from a simulator driven by random placements (realistic pending/running
 load). Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
-        [--encoder auto|dense|pyg] [--faithful] [--big-threads 2]
+        [--encoder auto|dense|pyg] [--faithful] [--big-threads 2] [--compile MODE]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
 command each. ``--faithful`` measures the paper-size
 model (``PolicyConfig.paper()``: plain 6-layer HAN, hidden 256, with shared actors so the same
 weights serve every N). ``--big-threads`` sets the torch threads of the large-batch keys
-(default: ``--threads``).
+(default: ``--threads``). ``--compile MODE`` runs the policy with
+:meth:`~agents.policy.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
+adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation.
 
 The last stdout line is one JSON object with every number, the same keys measured in process
 CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
@@ -36,6 +38,7 @@ import numpy as np
 import torch
 
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
+from agents.train_config import COMPILE_MODES
 from envs import Simulator, load_scenario
 from envs.observation import ObservationSpec, build_observation
 
@@ -92,16 +95,23 @@ def time_calls(fn, repeats: int, warmup: int, device: torch.device) -> tuple[flo
 
 
 def big_batch(device: torch.device) -> int:
-    """The large batch: 1024 on CPU, 4096 on an accelerator."""
+    """The large training batch: 1024 on CPU, 4096 on an accelerator."""
     return 1024 if device.type == "cpu" else 4096
+
+
+def act_batches(device: torch.device) -> tuple[int, ...]:
+    """The large ``act()`` batches: 1024 everywhere, and 4096 on an accelerator."""
+    return (1024,) if device.type == "cpu" else (1024, 4096)
 
 
 def bench_device(
     device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool, big_threads: int | None = None,
+    compile_mode: str | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """``(wall-clock results, process-CPU-time results)`` with the same keys.
 
     ``big_threads``: torch threads for the large-batch keys (default: unchanged).
+    ``compile_mode``: :meth:`TapFingerPolicy.compile_passes` first (the warm-up calls compile).
     """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -111,6 +121,8 @@ def bench_device(
         spec, obs = loaded_observations(n, 64)
         torch.manual_seed(0)
         pol = TapFingerPolicy(spec, cfg).to(device).eval()
+        if compile_mode:
+            pol.compile_passes(compile_mode)
         gen = torch.Generator(device=device).manual_seed(0)
         singles = [obs_to_torch(o, device) for o in obs]
         it = iter(range(10**9))
@@ -125,7 +137,8 @@ def bench_device(
         res[f"{tag}-N{n}-b64"], cpu[f"{tag}-N{n}-b64"] = round(64 / w, 1), round(64 / max(c, 1e-9), 1)
         if n != 6:
             continue
-        many = _batch((obs * (big // len(obs) + 1))[:big], device)
+        largest = max(big, *act_batches(device))
+        many = _batch((obs * (largest // len(obs) + 1))[:largest], device)
         action = pol.act(many, generator=gen).action
         threads = torch.get_num_threads()
         for size in (256, big) if train else ():
@@ -144,8 +157,10 @@ def bench_device(
             pol.eval()
         if big_threads:
             torch.set_num_threads(big_threads)
-        w, c = time_calls(lambda: pol.act(many, generator=gen), max(2, repeats // 20), 1, device)
-        res[f"{tag}-N6-b{big}"], cpu[f"{tag}-N6-b{big}"] = round(big / w, 1), round(big / max(c, 1e-9), 1)
+        for size in act_batches(device):
+            sub = {k: v[:size] for k, v in many.items()}
+            w, c = time_calls(lambda: pol.act(sub, generator=gen), max(2, repeats // 20), 1, device)
+            res[f"{tag}-N6-b{size}"], cpu[f"{tag}-N6-b{size}"] = round(size / w, 1), round(size / max(c, 1e-9), 1)
         torch.set_num_threads(threads)
     return res, cpu
 
@@ -163,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="torch threads for the large-batch keys (default: --threads)")
     ap.add_argument("--no-train", action="store_true", help="skip the forward+backward throughput")
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--compile", choices=COMPILE_MODES, default=None, metavar="MODE",
+                    help=f"torch.compile the policy's tensor passes first ({', '.join(COMPILE_MODES)}; "
+                         "default: eager); the warm-up calls pay the compilation")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or (args.big_threads is not None and args.big_threads < 1):
         print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
@@ -176,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, object] = {}
     cpu_time: dict[str, float] = {}
     for dev in devices:
-        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train, args.big_threads)
+        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train, args.big_threads,
+                                 args.compile)
         results.update(wall)
         cpu_time.update(cpu)
         if not args.json:
@@ -185,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{k:>22}: {v:>9} {unit:<9} (process CPU time: {cpu[k]})")
     results["cpu_time"] = cpu_time
     results["settings"] = {"threads": args.threads, "big_threads": args.big_threads or args.threads,
-                           "repeats": args.repeats, "policy": cfg.to_dict(),
+                           "repeats": args.repeats, "policy": cfg.to_dict(), "compile": args.compile,
                            "torch": torch.__version__}
     print(json.dumps(results))
     return 0

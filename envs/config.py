@@ -2,7 +2,13 @@
 
 Every field can be overridden with ``key=value`` strings (dotted keys reach nested
 fields, values are parsed as YAML). Unknown keys and invalid values raise
-:class:`ConfigError` with a message that names the offending field.
+:class:`ConfigError` with a message that names the offending field (``scenario.<field>``).
+
+The scenario is a config section like ``policy`` and ``train`` (:mod:`envs.config_section`):
+:class:`ScenarioConfig`, :class:`Connectivity`, :class:`TraceSource` and :class:`TaskType`
+declare their fields, defaults and ``CHECKS`` next to the dataclass; :func:`from_dict` adds the
+structure a flat check cannot express (capacities broadcast to every cluster, the task-type
+list, progress specs, probabilities summing to 1, every type fitting some cluster).
 """
 
 from __future__ import annotations
@@ -16,6 +22,17 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from .config_section import (
+    ConfigError,
+    ConfigSection,
+    at_least,
+    between,
+    check_keys,
+    coerce,
+    one_of,
+    rule,
+    run_checks,
+)
 from .progress_registry import PROGRESS_KINDS, TRACE_MODES
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -24,22 +41,30 @@ REWARDS = ("team", "per_cluster")
 CONNECTIVITY_MODELS = ("bandwidth", "random_subset")
 
 
-class ConfigError(ValueError):
-    """A scenario configuration is malformed; the message says which field and why."""
-
-
 @dataclass(frozen=True)
-class TaskType:
+class TaskType(ConfigSection):
     """One kind of ML task: arrival probability, minimum (CPU, GPU), progress function."""
 
     name: str
     prob: float
     min_req: tuple[int, int]
-    progress: Mapping[str, Any]
+    progress: Mapping[str, Any]  # {"kind": <registered kind>, its parameters}: checked by from_dict
+
+    # declared once (envs/config_section.py); from_dict names each entry scenario.task_types[k]
+    SECTION = "scenario.task_types"
+    CHECKS = (
+        between("prob", 0.0, 1.0),
+        at_least("min_req", 0),
+        rule(lambda t: t.min_req != (0, 0),
+             "min_req of task type {name!r} must not be (0, 0): the void action would be a placement"),
+        rule(lambda t: t.min_req[1] >= 1 or not PROGRESS_KINDS[t.progress["kind"]].needs_gpu,
+             "min_req of task type {name!r}: {progress[kind]} progress gains nothing without a GPU; "
+             "min_req GPU must be >= 1, got {min_req!r}"),
+    )
 
 
 @dataclass(frozen=True)
-class Connectivity:
+class Connectivity(ConfigSection):
     """Which clusters a task can reach.
 
     ``bandwidth``: each device-cluster link draws a bandwidth uniformly from
@@ -53,23 +78,36 @@ class Connectivity:
     bandwidth_range: tuple[float, float] = (1.0, 13.0)
     threshold: float = 5.0
 
+    SECTION = "scenario.connectivity"
+    CHECKS = (
+        one_of("model", CONNECTIVITY_MODELS),
+        at_least("bandwidth_range", 0.0, finite=True),
+        rule(lambda c: c.bandwidth_range[0] <= c.bandwidth_range[1],
+             "bandwidth_range must be [low, high] with low <= high, got {bandwidth_range!r}"),
+        at_least("threshold", 0.0, finite=True),
+    )
+
 
 @dataclass(frozen=True)
-class TraceSource:
+class TraceSource(ConfigSection):
     """Where test-bed progress parameters come from and how they are turned into progress."""
 
     params: str = ""  # path of a fitted parameter JSON; "" = the table shipped in envs/data
     mode: str = TRACE_MODES[0]
 
+    SECTION = "scenario.trace"
+    CHECKS = (one_of("mode", TRACE_MODES),)
+    NULL_IS_DEFAULT = frozenset({"params"})
+
 
 @dataclass(frozen=True)
-class ScenarioConfig:
+class ScenarioConfig(ConfigSection):
     """A complete, validated scenario. See ``configs/*.yaml`` for the shipped ones."""
 
-    name: str
+    name: str = field(default="custom", kw_only=True)
     mode: str
     num_clusters: int
-    capacities: tuple[tuple[int, int], ...]
+    capacities: tuple[tuple[int, int], ...]  # one entry is broadcast to every cluster by from_dict
     per_task_max: tuple[int, int]
     arrival_rate: float
     num_tasks: int
@@ -82,6 +120,24 @@ class ScenarioConfig:
     reward: str = "team"
     max_steps: int = 20000  # real-step cap: the episode is truncated there
     eval_overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    # declared once (envs/config_section.py): fields without a default are required; from_dict
+    # types and checks these before it builds the structure (capacities, task types, sub-sections)
+    SECTION = "scenario"
+    CHECKS = (
+        one_of("mode", MODES),
+        between("num_clusters", 1, 256),
+        at_least("capacities", 1),
+        at_least("per_task_max", 1),
+        between("arrival_rate", 1e-6, 1e4),
+        between("num_tasks", 1, 10_000_000),
+        between("switch_overhead", 0.0, 1.0),
+        between("pending_slots", 1, 128),
+        between("progress_noise", 0.0, 10.0),
+        one_of("reward", REWARDS),
+        at_least("max_steps", 1),
+    )
+    NULL_IS_DEFAULT = frozenset({"switch_overhead", "connectivity", "trace", "eval_overrides"})
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -111,6 +167,18 @@ class ScenarioConfig:
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(to_dict(self), sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *more: Mapping[str, Any]) -> "ScenarioConfig":
+        """:func:`from_dict` of ``raw`` updated with every mapping of ``more`` (top-level keys)."""
+        merged = dict(raw)
+        for layer in more:
+            merged.update(layer)
+        return from_dict(merged)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:func:`to_dict`: a plain, YAML-serialisable dict."""
+        return to_dict(self)
 
 
 # ---------------------------------------------------------------------------------------
@@ -221,169 +289,92 @@ def to_dict(cfg: ScenarioConfig) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# Validation
+# Validation: the declared sections, then the structure a flat check cannot express
 # ---------------------------------------------------------------------------------------
-def _check_keys(section: str, raw: Mapping, allowed: Iterable[str]) -> None:
-    allowed = list(allowed)
-    unknown = sorted(set(raw) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{section}: unknown key(s) {unknown}; valid keys: {sorted(allowed)}")
-
-
-def _int_pair(name: str, value: Any, minimum: int = 0) -> tuple[int, int]:
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ConfigError(f"{name} must be a [cpu, gpu] pair of integers, got {value!r}")
-    out = []
-    for v in value:
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise ConfigError(f"{name} must hold integers >= {minimum}, got {value!r}")
-        out.append(int(v))
-    return out[0], out[1]
-
-
-def _number(name: str, value: Any, lo: float | None = None, hi: float | None = None, integer: bool = False) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {value!r}")
-    if integer and not (isinstance(value, int) or float(value).is_integer()):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if lo is not None and value < lo:
-        raise ConfigError(f"{name} must be >= {lo}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ConfigError(f"{name} must be <= {hi}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def _progress_spec(name: str, spec: Any) -> dict:
+def _progress_spec(section: str, spec: Any) -> dict:
     """A task type's progress spec checked against its registered kind (defaults filled in)."""
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"{name} must be a mapping with a 'kind', got {spec!r}")
-    kind = PROGRESS_KINDS[_choice(f"{name}.kind", spec.get("kind"), tuple(PROGRESS_KINDS))]
-    _check_keys(name, spec, ("kind", *kind.params))
+        raise ConfigError(f"{section} must be a mapping with a 'kind', got {spec!r}")
+    run_checks(section, (one_of("kind", tuple(PROGRESS_KINDS)),), {"kind": spec.get("kind")})
+    kind = PROGRESS_KINDS[spec["kind"]]
+    check_keys(section, spec, ("kind", *kind.params))
     out = dict(spec)
     for key, param in kind.params.items():
-        value = spec.get(key) if param.required else spec.get(key, param.default)
+        if key not in spec and param.required:
+            raise ConfigError(f"missing required {section} key {key!r}")
+        value = spec.get(key, param.default)
         if param.type == "str":
             if not isinstance(value, str):
-                raise ConfigError(f"{name}.{key} {param.what}, got {value!r}")
+                raise ConfigError(f"{section}.{key} {param.what}, got {value!r}")
         else:
-            out[key] = _number(f"{name}.{key}", value, lo=param.lo, integer=param.type == "int")
+            out[key] = coerce(section, key, value, int if param.type == "int" else float)
+            low = -math.inf if param.lo is None else param.lo
+            run_checks(section, (at_least(key, low, finite=True),), {key: out[key]})
     return out
 
 
+def _task_type(section: str, raw: Any) -> TaskType:
+    """One entry of ``task_types``, named ``section`` (``scenario.task_types[k]``) in messages."""
+    values = TaskType.typed(raw, section)
+    if "progress" in values:
+        values["progress"] = _progress_spec(f"{section}.progress", values["progress"])
+    TaskType.check_values(values, section)
+    return TaskType(**values)
+
+
 def from_dict(raw: Mapping[str, Any]) -> ScenarioConfig:
-    """Validate a raw mapping and build a :class:`ScenarioConfig`."""
-    raw = copy.deepcopy(dict(raw))
-    names = [f.name for f in dataclasses.fields(ScenarioConfig)]
-    _check_keys("scenario", raw, names)
-    for required in ("mode", "num_clusters", "capacities", "per_task_max", "arrival_rate", "num_tasks", "task_types"):
-        if required not in raw:
-            raise ConfigError(f"scenario: missing required key {required!r}")
+    """Validate a raw mapping and build a :class:`ScenarioConfig`.
 
-    name = str(raw.get("name", "custom"))
-    mode = _choice("mode", raw["mode"], MODES)
-    n = _number("num_clusters", raw["num_clusters"], lo=1, hi=256, integer=True)
-    caps_raw = raw["capacities"]
-    if not isinstance(caps_raw, (list, tuple)) or not caps_raw:
-        raise ConfigError("capacities must be a list of [cpu, gpu] pairs")
-    if len(caps_raw) == 1:
-        caps_raw = list(caps_raw) * n
-    if len(caps_raw) != n:
-        raise ConfigError(f"capacities has {len(caps_raw)} entries but num_clusters is {n} (give 1 or {n})")
-    caps = tuple(_int_pair(f"capacities[{i}]", c, minimum=1) for i, c in enumerate(caps_raw))
-    per_task_max = _int_pair("per_task_max", raw["per_task_max"], minimum=1)
-    arrival_rate = _number("arrival_rate", raw["arrival_rate"], lo=1e-6, hi=1e4)
-    num_tasks = _number("num_tasks", raw["num_tasks"], lo=1, hi=10_000_000, integer=True)
-    switch = _number("switch_overhead", 1.0 if raw.get("switch_overhead") is None else raw["switch_overhead"], lo=0.0, hi=1.0)
-    pending = _number("pending_slots", raw.get("pending_slots", 10), lo=1, hi=128, integer=True)
-    noise = _number("progress_noise", raw.get("progress_noise", 0.0), lo=0.0, hi=10.0)
-    reward = _choice("reward", raw.get("reward", "team"), REWARDS)
-    max_steps = _number("max_steps", raw.get("max_steps", 20000), lo=1, integer=True)
+    The fields are typed and checked as :class:`ScenarioConfig` declares them (defaults from the
+    dataclass); then the structure: capacities (one entry broadcast to every cluster), the
+    sub-sections, the task types (each checked as :class:`TaskType` declares, probabilities
+    summing to 1, unique names, each that can arrive fitting some cluster) and ``eval_overrides``
+    (whose evaluation variant is validated too).
+    """
+    section = ScenarioConfig.SECTION
+    values = ScenarioConfig.typed(copy.deepcopy(dict(raw)))
+    ScenarioConfig.check_values(values)
 
-    conn_raw = raw.get("connectivity") or {}
-    if not isinstance(conn_raw, Mapping):
-        raise ConfigError("connectivity must be a mapping")
-    _check_keys("connectivity", conn_raw, [f.name for f in dataclasses.fields(Connectivity)])
-    bw = conn_raw.get("bandwidth_range", Connectivity.bandwidth_range)
-    if not isinstance(bw, (list, tuple)) or len(bw) != 2:
-        raise ConfigError(f"connectivity.bandwidth_range must be [low, high], got {bw!r}")
-    lo = _number("connectivity.bandwidth_range[0]", bw[0], lo=0.0)
-    hi = _number("connectivity.bandwidth_range[1]", bw[1], lo=lo)
-    conn = Connectivity(
-        model=_choice("connectivity.model", conn_raw.get("model", "bandwidth"), CONNECTIVITY_MODELS),
-        bandwidth_range=(lo, hi),
-        threshold=_number("connectivity.threshold", conn_raw.get("threshold", 5.0), lo=0.0),
-    )
+    n = values["num_clusters"]
+    caps = values["capacities"]
+    if not caps:
+        raise ConfigError(f"{section}.capacities must be a non-empty list of [cpu, gpu] pairs, got []")
+    if len(caps) == 1:
+        caps = caps * n
+    if len(caps) != n:
+        raise ConfigError(f"{section}.capacities has {len(caps)} entries but num_clusters is {n} (give 1 or {n})")
+    values["capacities"] = caps
+    if "connectivity" in values:
+        values["connectivity"] = Connectivity.from_dict(values["connectivity"])
+    if "trace" in values:
+        values["trace"] = TraceSource.from_dict(values["trace"])
 
-    trace_raw = raw.get("trace") or {}
-    if not isinstance(trace_raw, Mapping):
-        raise ConfigError("trace must be a mapping")
-    _check_keys("trace", trace_raw, [f.name for f in dataclasses.fields(TraceSource)])
-    trace = TraceSource(
-        params=str(trace_raw.get("params", "") or ""),
-        mode=_choice("trace.mode", trace_raw.get("mode", TraceSource.mode), TRACE_MODES),
-    )
-
-    types_raw = raw["task_types"]
+    types_raw = values["task_types"]
     if not isinstance(types_raw, (list, tuple)) or not types_raw:
-        raise ConfigError("task_types must be a non-empty list")
-    types = []
-    for k, t in enumerate(types_raw):
-        label = f"task_types[{k}]"
-        if not isinstance(t, Mapping):
-            raise ConfigError(f"{label} must be a mapping")
-        _check_keys(label, t, [f.name for f in dataclasses.fields(TaskType)])
-        for req in ("name", "prob", "min_req", "progress"):
-            if req not in t:
-                raise ConfigError(f"{label}: missing key {req!r}")
-        types.append(
-            TaskType(
-                name=str(t["name"]),
-                prob=_number(f"{label}.prob", t["prob"], lo=0.0, hi=1.0),
-                min_req=_int_pair(f"{label}.min_req", t["min_req"], minimum=0),
-                progress=_progress_spec(f"{label}.progress", t["progress"]),
-            )
-        )
+        raise ConfigError(f"{section}.task_types must be a non-empty list, got {types_raw!r}")
+    types = tuple(_task_type(f"{section}.task_types[{k}]", t) for k, t in enumerate(types_raw))
     total = sum(t.prob for t in types)
     if abs(total - 1.0) > 1e-6:
-        raise ConfigError(f"task_types probabilities must sum to 1, got {total:.6g}")
+        raise ConfigError(f"{section}.task_types probabilities must sum to 1, got {total:.6g}")
     if len({t.name for t in types}) != len(types):
-        raise ConfigError("task_types names must be unique")
-    for t in types:
-        if t.min_req == (0, 0):
-            raise ConfigError(f"task type {t.name!r}: min_req (0, 0) would make the void action a placement")
-        if PROGRESS_KINDS[t.progress["kind"]].needs_gpu and t.min_req[1] < 1:
-            raise ConfigError(
-                f"task type {t.name!r}: {t.progress['kind']} progress gains nothing without a GPU; "
-                f"min_req GPU must be >= 1, got {list(t.min_req)}"
-            )
-        fits = [
-            i for i, cap in enumerate(caps)
-            if all(t.min_req[r] <= min(cap[r], per_task_max[r]) for r in range(2))
-        ]
+        raise ConfigError(f"{section}.task_types names must be unique, got {[t.name for t in types]}")
+    per_task_max = values["per_task_max"]
+    for k, t in enumerate(types):
+        fits = [cap for cap in caps if all(t.min_req[r] <= min(cap[r], per_task_max[r]) for r in range(2))]
         if t.prob > 0 and not fits:
             raise ConfigError(
-                f"task type {t.name!r} with min_req {list(t.min_req)} fits no cluster "
-                f"(capacities {[list(c) for c in caps]}, per_task_max {list(per_task_max)})"
+                f"{section}.task_types[{k}]: task type {t.name!r} with min_req {list(t.min_req)} fits no "
+                f"cluster (capacities {[list(c) for c in caps]}, per_task_max {list(per_task_max)})"
             )
+    values["task_types"] = types
 
-    eval_overrides = raw.get("eval_overrides") or {}
-    if not isinstance(eval_overrides, Mapping):
-        raise ConfigError("eval_overrides must be a mapping of dotted keys to values")
+    if "eval_overrides" in values:
+        if not isinstance(values["eval_overrides"], Mapping):
+            raise ConfigError(f"{section}.eval_overrides must be a mapping of dotted keys to values, "
+                              f"got {values['eval_overrides']!r}")
+        values["eval_overrides"] = dict(values["eval_overrides"])
 
-    cfg = ScenarioConfig(
-        name=name, mode=mode, num_clusters=n, capacities=caps, per_task_max=per_task_max,
-        arrival_rate=arrival_rate, num_tasks=num_tasks, task_types=tuple(types),
-        switch_overhead=switch, pending_slots=pending, connectivity=conn, trace=trace,
-        progress_noise=noise, reward=reward, max_steps=max_steps, eval_overrides=dict(eval_overrides),
-    )
-    if eval_overrides:
+    cfg = ScenarioConfig(**values)
+    if cfg.eval_overrides:
         cfg.for_evaluation()  # validate the evaluation variant eagerly
     return cfg

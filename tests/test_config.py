@@ -7,7 +7,9 @@ import yaml
 
 from envs.config import (
     ConfigError,
+    Connectivity,
     ScenarioConfig,
+    TraceSource,
     apply_overrides,
     available_scenarios,
     from_dict,
@@ -342,3 +344,157 @@ def test_bad_yaml_file(tmp_path):
 
 def test_config_error_is_a_value_error():
     assert issubclass(ConfigError, ValueError)
+
+
+# ------------------------------------------------------------------ the scenario as a declared config section
+# (envs/config_section.py: the same mechanism as PolicyConfig and TrainConfig)
+@pytest.mark.parametrize(
+    "field, bad, says",
+    [
+        ("mode", "parallel", "must be one of ['single', 'multi'], got 'parallel'"),
+        ("mode", 1, "must be str, got 1"),
+        ("num_clusters", 0, "must be in [1, 256], got 0"),
+        ("num_clusters", 257, "must be in [1, 256], got 257"),
+        ("num_clusters", 2.5, "must be int, got 2.5"),
+        ("num_clusters", "three", "must be int, got 'three'"),
+        ("arrival_rate", 0, "must be in [1e-06, 10000.0], got 0.0"),
+        ("arrival_rate", 1e5, "must be in [1e-06, 10000.0], got 100000.0"),
+        ("arrival_rate", float("nan"), "must be in [1e-06, 10000.0], got nan"),
+        ("arrival_rate", "fast", "must be float, got 'fast'"),
+        ("arrival_rate", True, "must be float, got True"),
+        ("num_tasks", 0, "must be in [1, 10000000], got 0"),
+        ("num_tasks", 1.5, "must be int, got 1.5"),
+        ("switch_overhead", 1.5, "must be in [0.0, 1.0], got 1.5"),
+        ("switch_overhead", -0.1, "must be in [0.0, 1.0], got -0.1"),
+        ("switch_overhead", "none", "must be float, got 'none'"),
+        ("pending_slots", 0, "must be in [1, 128], got 0"),
+        ("pending_slots", 129, "must be in [1, 128], got 129"),
+        ("pending_slots", [10], "must be int, got [10]"),
+        ("progress_noise", -1, "must be in [0.0, 10.0], got -1.0"),
+        ("progress_noise", 11, "must be in [0.0, 10.0], got 11.0"),
+        ("reward", "selfish", "must be one of ['team', 'per_cluster'], got 'selfish'"),
+        ("reward", None, "must not be null"),
+        ("max_steps", 0, "must be >= 1, got 0"),
+        ("max_steps", float("inf"), "must be int, got inf"),
+        ("per_task_max", [0, 4], "must hold values >= 1, got (0, 4)"),
+        ("per_task_max", [4], "must be [int, int], got [4]"),
+        ("name", 7, "must be str, got 7"),
+    ],
+)
+def test_scenario_scalar_fields_are_checked_as_declared(field, bad, says):
+    assert error_of(from_dict, minimal(**{field: bad})) == f"scenario.{field} {says}"
+
+
+@pytest.mark.parametrize(
+    "section, field, bad, wording",
+    [
+        ("connectivity", "model", "mesh", "must be one of ['bandwidth', 'random_subset']"),
+        ("connectivity", "threshold", -1, "must be finite and >= 0.0"),
+        ("connectivity", "threshold", float("inf"), "must be finite and >= 0.0"),
+        ("connectivity", "threshold", "high", "must be float"),
+        ("connectivity", "bandwidth_range", [5], "must be [float, float]"),
+        ("connectivity", "bandwidth_range", [10, 5], "low <= high"),
+        ("connectivity", "bandwidth_range", [-1, 5], "must hold values finite and >= 0.0"),
+        ("trace", "mode", "exact", "must be one of"),
+        ("trace", "params", 5, "must be str"),
+    ],
+)
+def test_scenario_sub_sections_are_checked_as_declared(section, field, bad, wording):
+    msg = error_of(from_dict, minimal(**{section: {field: bad}}))
+    assert msg.startswith(f"scenario.{section}.{field}") and wording in msg
+
+
+@pytest.mark.parametrize("section", [None, "connectivity", "trace"])
+def test_scenario_unknown_keys_name_the_section_and_the_valid_keys(section):
+    raw = minimal(bogus=1) if section is None else minimal(**{section: {"bogus": 1}})
+    msg = error_of(from_dict, raw)
+    prefix = "scenario" if section is None else f"scenario.{section}"
+    assert msg.startswith(f"unknown {prefix} key 'bogus'; valid keys: ")
+
+
+def test_task_type_entries_are_checked_as_declared_under_their_index():
+    types = minimal()["task_types"]
+    msg = error_of(from_dict, minimal(task_types=[types[0], dict(types[1], prob="half")]))
+    assert msg == "scenario.task_types[1].prob must be float, got 'half'"
+    msg = error_of(from_dict, minimal(task_types=[types[0], dict(types[1], min_req=[2, -1])]))
+    assert msg == "scenario.task_types[1].min_req must hold values >= 0, got (2, -1)"
+    no_name = dict(types[0])
+    del no_name["name"]
+    msg = error_of(from_dict, minimal(task_types=[no_name, types[1]]))
+    assert msg == "missing required scenario.task_types[0] key 'name'"
+
+
+def test_scenario_defaults_come_from_the_dataclass():
+    import dataclasses
+
+    cfg = from_dict(minimal())
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(ScenarioConfig)
+                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    assert set(defaults) == {"name", "switch_overhead", "pending_slots", "connectivity", "trace", "progress_noise",
+                             "reward", "max_steps", "eval_overrides"}
+    raw = minimal()
+    del raw["name"]
+    cfg = from_dict(raw)
+    for name, default in defaults.items():
+        assert getattr(cfg, name) == default, name
+    assert cfg.pending_slots == ScenarioConfig.pending_slots and cfg.max_steps == ScenarioConfig.max_steps
+    assert cfg.connectivity.threshold == Connectivity.threshold and cfg.trace == TraceSource()
+    # a null section or switch_overhead (an empty YAML value) reads as "not given"
+    nulls = from_dict(minimal(connectivity=None, trace=None, switch_overhead=None, eval_overrides=None))
+    assert nulls == from_dict(minimal())
+    assert from_dict(minimal(trace={"params": None})).trace.params == TraceSource.params
+    # every other field needs a value: null is no default there
+    assert error_of(from_dict, minimal(pending_slots=None)) == "scenario.pending_slots must not be null"
+
+
+@pytest.mark.parametrize("key", ["mode", "num_clusters", "capacities", "per_task_max", "arrival_rate", "num_tasks",
+                                 "task_types"])
+def test_fields_without_a_default_are_required(key):
+    raw = minimal()
+    del raw[key]
+    assert error_of(from_dict, raw) == f"missing required scenario key {key!r}"
+
+
+def test_scenario_values_are_typed_like_the_other_sections():
+    cfg = from_dict(minimal(num_clusters=2.0, arrival_rate="3e-1", pending_slots="12", capacities=[[4.0, 4]],
+                            connectivity={"threshold": 7, "bandwidth_range": [2, 9]}))
+    assert cfg.num_clusters == 2 and isinstance(cfg.num_clusters, int)
+    assert cfg.arrival_rate == 0.3 and cfg.pending_slots == 12
+    assert cfg.capacities == ((4, 4), (4, 4)) and all(type(v) is int for c in cfg.capacities for v in c)
+    assert cfg.connectivity.threshold == 7.0 and isinstance(cfg.connectivity.threshold, float)
+    assert cfg.connectivity.bandwidth_range == (2.0, 9.0)
+
+
+def test_scalar_checks_run_before_the_structure_is_built():
+    # a huge num_clusters is refused before one capacity entry would be broadcast to it
+    assert error_of(from_dict, minimal(num_clusters=10**12)).startswith("scenario.num_clusters must be in [1, 256]")
+    assert error_of(from_dict, minimal(num_clusters=0)).startswith("scenario.num_clusters must be in [1, 256]")
+
+
+def test_scenario_is_a_config_section_validated_on_construction():
+    from envs.config_section import ConfigSection
+
+    assert issubclass(ScenarioConfig, ConfigSection) and ScenarioConfig.SECTION == "scenario"
+    assert issubclass(Connectivity, ConfigSection) and issubclass(TraceSource, ConfigSection)
+    cfg = load_scenario("synthetic-3")
+    assert ScenarioConfig.from_dict(cfg.to_dict()) == cfg and cfg.to_dict() == to_dict(cfg)
+    fields = {**{f: getattr(cfg, f) for f in ("mode", "num_clusters", "capacities", "per_task_max", "num_tasks",
+                                                "task_types")}, "arrival_rate": -1.0}
+    with pytest.raises(ConfigError, match=r"scenario\.arrival_rate must be in"):
+        ScenarioConfig(**fields)
+    with pytest.raises(ConfigError, match=r"scenario\.connectivity\.model must be one of"):
+        Connectivity(model="mesh")
+
+
+def test_envs_config_modules_import_nothing_above_envs():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for rel in ("envs/config.py", "envs/config_section.py"):
+        tree = ast.parse((root / rel).read_text())
+        modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
+        modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in modules if m.split(".")[0] in ("agents", "networks", "train", "evaluate")], rel
+    assert not (root / "agents" / "config_section.py").exists()

@@ -1,7 +1,7 @@
 """One owner per fact (issue 12): the policy-variant registry (encoder x selector) read by the
 policy, ``train.py``, ``evaluate.py`` and the evaluation runner; the CLI choices read from
 ``agents/train_config.py``; one declare-and-validate mechanism for the policy and train
-config sections (``agents/config_section.py``)."""
+config sections (``envs/config_section.py``, shared with the scenario)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import train as train_cli
-from agents.config_section import ConfigSection
 from agents.evaluation.runner import POLICY_PATTERN
 from agents.policy import POLICY_VARIANTS, PolicyConfig, TapFingerPolicy
 from agents.train_config import DEVICES, VECTOR_KINDS, TrainConfig
@@ -23,6 +22,7 @@ from agents.variants import (
 )
 from envs import Simulator, load_scenario
 from envs.config import ConfigError
+from envs.config_section import ConfigSection
 from envs.observation import ObservationSpec, build_observation
 from networks.mlp_encoder import MLPEncoder
 

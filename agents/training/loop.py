@@ -121,6 +121,8 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
 
     net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
     t = spec.train
+    if t.compile:
+        net.compile_passes(t.compile)
     policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0])
     algorithm = MultiAgentPPO(
         policy=policy,

@@ -57,7 +57,7 @@ class RunSpec:
 
 def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]) -> PolicyConfig:
     """A validated ``PolicyConfig``: the defaults, then ``base`` (a checkpoint's ``policy_config``),
-    then ``values``, assigned typed by :meth:`~agents.config_section.ConfigSection.from_dict`;
+    then ``values``, assigned typed by :meth:`~envs.config_section.ConfigSection.from_dict`;
     unknown keys, ill-typed values and failed checks raise :class:`ConfigError`."""
     from ..policy import PolicyConfig  # imported on first use: agents.policy loads the graph networks
 
