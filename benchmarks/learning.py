@@ -2,7 +2,7 @@
 
 Trains ``train.py``'s pipeline (same code path: :func:`agents.training.prepare_run` and
 :func:`agents.training.run_training`) for ``--steps`` env steps on CPU with ``--envs``
-environments (``--vector``, default ``subproc``). The default scenario is *sjf-small*:
+environments (``--vector``, any of ``train.py``'s kinds, default ``subproc``). The default scenario is *sjf-small*:
 ``sjf-3`` (the paper's SJF toy, 1-step and 10-step tasks, minimum (3, 3), multi-task mode)
 shrunk to clusters of (6, 6) with a per-task maximum of (6, 6), arrival rate 1 and 96 tasks,
 so each agent chooses among 16 allocations instead of 196 and only the minimum lets two tasks
@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from agents.evaluation import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
-from agents.evaluation.summary import mean_halfwidth
+from agents.evaluation.summary import mean_halfwidth, paired_from_means
+from agents.train_config import VECTOR_KINDS
 
 #: benchmark defaults (the run's own defaults are TrainConfig's); overridable with key=value
 DEFAULTS = [
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1,
                    help="evaluation worker processes (default 1, in-process: a spawned worker first loads torch "
                         "and the checkpoints, which costs more than it saves on a small evaluation)")
-    p.add_argument("--vector", default="subproc", choices=("dummy", "subproc", "ray"))
+    p.add_argument("--vector", default="subproc", choices=VECTOR_KINDS,
+                   help="vector env, as train.py --vector (default subproc, the setting of the README's numbers)")
     p.add_argument("--logdir", default=None, help="keep the run here (default: a temporary directory)")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("overrides", nargs="*", metavar="key=value")
@@ -153,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     paired = {}
     for name in BASELINES:
         if name in table:
-            diff, ci = mean_halfwidth(list(learned - np.asarray(table[name]["per_seed"])))
+            pair = paired_from_means(learned, table[name]["per_seed"])
+            diff = pair["mean_diff"]
+            lo, hi = pair["ci95"]
+            ci = (hi - lo) / 2.0 if lo is not None else float("nan")
             paired[name] = {"diff": round(diff, 4), "ci95": round(ci, 4), "significant": bool(abs(diff) > ci)}
     beats = {name: bool(p["diff"] < 0) for name, p in paired.items()}
     if not args.json:

@@ -114,13 +114,18 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 def per_seed_means(results: Sequence[EpisodeResult]) -> np.ndarray:
     """Mean JCT of each seed's finished tasks (NaN for a seed with none), in seed order."""
-    return np.array([float(np.mean(r.jct)) if len(r.jct) else math.nan for r in results], dtype=np.float64)
+    return np.array([r.mean_jct for r in results], dtype=np.float64)
 
 
 def paired_difference(a: Sequence[EpisodeResult], b: Sequence[EpisodeResult]) -> dict[str, Any]:
     """Per-seed mean JCT of ``a`` minus ``b`` (same seeds, same order): the differences, their mean
     and its 95% t-interval (``[None, None]`` below two seeds)."""
-    diff = per_seed_means(a) - per_seed_means(b)
+    return paired_from_means(per_seed_means(a), per_seed_means(b))
+
+
+def paired_from_means(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """:func:`paired_difference` from per-seed mean JCTs ``a`` and ``b`` (same seeds, same order)."""
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     mean, _ = mean_halfwidth(diff)
     lo, hi = t_interval(diff)
     return {"mean_diff": _finite(mean), "ci95": [lo, hi], "per_seed": [_finite(d) for d in diff]}
