@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", type=int, default=256)
     p.add_argument("--vector", default="batch", choices=("batch", "dummy", "subproc"))
     p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: train.torch_threads, else torch's)")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_intermixed_args(argv)
@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = prepare_run(args.scenario, defaults + list(args.overrides), flags=flags)
     t = spec.train
     device = resolve_device(t.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = args.threads or t.torch_threads  # --threads, else train.torch_threads (as train.py)
+    if threads:
+        torch.set_num_threads(threads)
     envs = training_envs(spec.scenario, t, 0)
     try:
         algorithm, _ = build_algorithm(spec, envs, device)

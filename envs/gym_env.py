@@ -83,15 +83,46 @@ def episode_metrics(sim: Simulator) -> dict[str, float | int]:
 class EdgeClustersEnv(gymnasium.Env):
     """Multi-cluster scheduling as one Gymnasium env with a joint (all agents) view.
 
-    Args:
+    ## Description
+    ``N`` edge clusters with integer (CPU, GPU) capacities receive ML tasks online (Poisson
+    arrivals, ``num_tasks`` per episode); each task waits in the pending sets of the clusters
+    it can reach, runs on exactly one of them, non-preemptively, at the speed its progress
+    function gives for the (CPU, GPU) it was started with. One agent per cluster decides,
+    each logical step, which pending task to start and with how many CPUs and GPUs.
+
+    ## Action space
+    ``MultiDiscrete`` of shape ``(N, 3)`` (:func:`action_space`): agent ``i``'s row is
+    ``[slot, allocation, lost]``: a pending slot ``0..P-1``, the joint allocation index
+    ``cpu * G1 + gpu`` (0 = void, schedule nothing) and the lost-conflict flag. The rules
+    (validity, conflicts between agents picking the same task) are
+    :func:`envs.joint_action.apply_joint_action`'s; ``docs/observation.md`` spells them out.
+
+    ## Observation space
+    ``Dict`` of fixed-shape arrays (:func:`observation_space`, keys :data:`~envs.observation.KEYS`):
+    pending slots ``(N, P, ...)`` (features, mask, where the same task is pending elsewhere,
+    minimum requirement, feasibility), the largest allocation each cluster can give
+    ``alloc_high (N, 2)``, running slots ``(N, M, ...)`` and cluster features ``(N, 6)``;
+    layout and bounds in ``docs/observation.md``.
+
+    ## Rewards
+    ``team`` (default): ``-(tasks alive)`` on steps that advance real time and 0 otherwise,
+    so an episode's return is minus the total completion time of its tasks; ``per_cluster``:
+    the sum of the per-cluster rewards. ``info["agent_rewards"]`` holds the per-agent rewards.
+
+    ## Starting state
+    The workload of the reset seed (see the module docstring) at real time 0: every cluster idle,
+    the tasks that arrive at time 0 already pending.
+
+    ## Episode end
+    ``terminated``: every task of the episode arrived and completed. ``truncated``: real time
+    reached ``max_steps`` first. Either way ``info["episode_metrics"]`` summarises the episode
+    (:func:`episode_metrics`).
+
+    ## Arguments
         scenario: a scenario name from ``configs/`` (e.g. ``"synthetic-3"``), a YAML path or a
             :class:`~envs.config.ScenarioConfig`.
         overrides: ``key=value`` strings or a mapping of dotted keys applied to the scenario.
         evaluation: use the scenario's evaluation variant (``cfg.for_evaluation()``).
-
-    Reward: ``team`` (default) is ``-(tasks alive)`` on steps that advance real time and 0
-    otherwise, so an episode's return is minus the total completion time; ``per_cluster``
-    sums the per-cluster rewards. ``info["agent_rewards"]`` holds the per-agent rewards.
     """
 
     metadata = {"render_modes": []}

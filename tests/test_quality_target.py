@@ -89,6 +89,11 @@ def test_target_check_on_hand_made_numbers():
     assert far["beats_best_non_oracle"] and not far["within_bound_ratio"] and not far["met"]
     one_seed = target_check(schedulers, {"b": {"ci95": [None, None]}}, [], "pol", bound=3.2)
     assert one_seed["beats_best_non_oracle"] is None and one_seed["met"] is False
+    schedulers["other-checkpoint"] = {"mean_jct": 3.5}  # a second learned policy is no baseline
+    paired["other-checkpoint"] = {"ci95": [0.1, 0.9]}
+    t = target_check(schedulers, paired, ["o"], "pol", bound=3.2, policies=["pol", "other-checkpoint"])
+    assert (t["best_non_oracle"], t["met"]) == ("b", True)
+    assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["best_non_oracle"] == "other-checkpoint"
 
 
 def test_report_overview_lists_every_scenario(evaluation):

@@ -26,7 +26,7 @@ checkpoint):
   mean_jct_s(other)`` over the common seeds ``s``, their mean ``mean_diff`` and its 95% t-interval
   ``ci95`` (negative: the policy is faster; an interval below 0 is a significant win);
 * ``target``: the quality target of the project (issue 11): the best non-oracle and the best
-  oracle baseline (lowest pooled mean JCT), whether the policy beats the best non-oracle one
+  oracle baseline (lowest pooled mean JCT; further checkpoints are not baselines), whether the policy beats the best non-oracle one
   with the paired interval below zero, its ratio to ``bound`` and whether that is at most
   :data:`BOUND_RATIO_TARGET`, and ``met`` (both).
 """
@@ -137,9 +137,13 @@ def _best(schedulers: dict[str, Any], names: Sequence[str]) -> str | None:
 
 
 def target_check(schedulers: dict[str, Any], paired: dict[str, Any], oracle: Sequence[str],
-                 policy: str, bound: float) -> dict[str, Any]:
-    """The ``target`` entry (see the module docstring) of ``policy`` against the other schedulers."""
-    others = [n for n in paired if n in schedulers]
+                 policy: str, bound: float, policies: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``target`` entry (see the module docstring) of ``policy`` against the baselines.
+
+    ``policies`` names the other learned policies of the run (further checkpoints): they are
+    compared in ``paired`` but are not baselines, so the target never names one of them.
+    """
+    others = [n for n in paired if n in schedulers and n not in policies]
     best_online = _best(schedulers, [n for n in others if n not in oracle])
     best_oracle = _best(schedulers, [n for n in others if n in oracle])
     tap = schedulers[policy]["mean_jct"]
@@ -179,7 +183,7 @@ def build_summary(run: EvaluationRun) -> dict[str, Any]:
         }
         doc["paired"] = {name: paired_difference(run.results[primary], run.results[name])
                          for name in schedulers if name != primary}
-        doc["target"] = target_check(schedulers, doc["paired"], oracle, primary, bound)
+        doc["target"] = target_check(schedulers, doc["paired"], oracle, primary, bound, policies)
     return doc
 
 
