@@ -202,3 +202,9 @@ def test_bad_input_exits_2(tmp_path, capsys, runs, extra, message):
     assert err.startswith("evaluate.py: error: --curves") and message in err, err
     assert "Traceback" not in err
     assert not out.parent.exists()
+
+
+def test_step_tick_labels_are_compact():
+    from agents.evaluation.curves import _steps_label
+
+    assert [_steps_label(x) for x in (0, 500, 65536, 1_500_000, 8_000_000)] == ["0", "500", "65.54k", "1.5M", "8M"]

@@ -250,6 +250,14 @@ def _seed_range(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
 
 
+def _steps_label(x: float) -> str:
+    """A compact tick label for an env-step count: 500, 64k, 1.5M."""
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.4g}{unit}"
+    return f"{x:.0f}"
+
+
 def plot_curves(curves: Curves, path: Path) -> Path:
     """The learning-curve PNG: curves with their best points, baseline lines, the bound."""
     from matplotlib.ticker import FuncFormatter
@@ -272,7 +280,7 @@ def plot_curves(curves: Curves, path: Path) -> Path:
             ax.axhline(mean, color=col[name], linewidth=1.5, linestyle="-.", label=f"{name} ({mean:.2f})")
     if math.isfinite(curves.bound):
         ax.axhline(curves.bound, label=f"bound ({curves.bound:.2f})", **BOUND_STYLE)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _steps_label(x)))
     ax.set_xlabel("env steps")
     ax.set_ylabel("validation mean JCT (real steps)")
     k = len(v.seeds)
