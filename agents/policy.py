@@ -37,10 +37,10 @@ from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
-from networks.dense_han import DenseGraphEncoder
+from networks.dense_han import COMPACT_MODES, DenseGraphEncoder
 from networks.graph import EncoderOutput, canonical_slots
 from networks.han import GraphEncoder
-from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector
+from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector, compact_pays
 from networks.mlp_encoder import MLPEncoder
 from networks.pointer import PointerNet
 
@@ -271,6 +271,8 @@ class TapFingerPolicy(nn.Module):
         )
         self.alloc_head = AllocationHead(n_act, H, self.alloc_dims, c.alloc_head)
         self.critic = CentralCritic(n_act, H)
+        #: pointer rows: "auto" = only agents with a feasible slot on CPU batches (see _pointer_logits)
+        self.pointer_compact = "auto"
         #: compiled passes by name (empty: eager); see :meth:`compile_passes`
         self._compiled: dict[str, Callable[..., Any]] = {}
         scale = getattr(spec, "scale", None)
@@ -345,14 +347,38 @@ class TapFingerPolicy(nn.Module):
     def _selection_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         feasible = obs["feasible"].bool()
         if self.pointer is not None:
-            slots = self.slot_proj(enc.task, enc.cluster)
-            return self.pointer(slots, obs["pending_mask"].bool(), feasible)
+            return self._pointer_logits(enc, obs["pending_mask"].bool(), feasible)
         zeros = torch.zeros(feasible.shape, device=enc.task.device, dtype=enc.task.dtype)
         if self.variant.selector == "uniform":
             return zeros.masked_fill(~feasible, MASK_VALUE)
         first = feasible.to(torch.uint8).argmax(-1, keepdim=True)  # earliest feasible slot (FIFO)
         pick = torch.zeros_like(feasible).scatter_(-1, first, True)
         return zeros.masked_fill(~pick, MASK_VALUE)
+
+    def _pointer_logits(self, enc: EncoderOutput, occupied: Tensor, feasible: Tensor) -> Tensor:
+        """Slot projection + pointer network -> masked selection logits ``(B, N, P)``.
+
+        On CPU batches (:func:`~networks.heads.compact_pays`) with shared actor weights only
+        the agents that have a feasible slot are computed (a third to a half of them are
+        skipped in training data) and the others get :data:`MASK_VALUE` everywhere, which is
+        exactly what the full computation gives them; :attr:`pointer_compact` (``"auto"``,
+        ``"never"``, ``"always"``) overrides the choice. Both compute the same function.
+        """
+        if self.pointer_compact not in COMPACT_MODES:
+            raise ValueError(f"pointer_compact must be one of {COMPACT_MODES}, got {self.pointer_compact!r}")
+        compact = self.n_actor_sets == 1 and (
+            self.pointer_compact == "always" or (self.pointer_compact == "auto" and compact_pays(feasible)))
+        if not compact:
+            return self.pointer(self.slot_proj(enc.task, enc.cluster), occupied, feasible)
+        B, N, P = feasible.shape
+        rows = feasible.any(-1).reshape(-1).nonzero().squeeze(1)  # agents with a choice
+        task = enc.task.reshape(B * N, P, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, P, H)
+        cluster = enc.cluster.reshape(B * N, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, H)
+        sub = self.pointer(self.slot_proj(task, cluster),
+                           occupied.reshape(B * N, P).index_select(0, rows).unsqueeze(1),
+                           feasible.reshape(B * N, P).index_select(0, rows).unsqueeze(1))
+        full = sub.new_full((B * N, P), MASK_VALUE)
+        return full.index_copy(0, rows, sub.squeeze(1)).view(B, N, P)
 
     def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         idx = slot.view(*slot.shape, 1, 1)

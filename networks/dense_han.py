@@ -52,6 +52,7 @@ from torch import Tensor
 
 from .graph import EDGE_TYPES, EncoderOutput, canonical_slots, cluster_features
 from .han import GraphEncoder, PerGraphHANConv
+from .heads import COMPACT_MIN_BATCH, compact_pays
 
 _NEG = -1e30  # logit of a non-edge before the masked softmax (finite: no NaN when a row is empty)
 _KEYS = {e[1]: "__".join(e) for e in EDGE_TYPES}  # relation name -> HANConv parameter key
@@ -280,7 +281,7 @@ class DenseGraphEncoder(GraphEncoder):
     compute the same function.
     """
 
-    COMPACT_MIN_BATCH = 8
+    COMPACT_MIN_BATCH = COMPACT_MIN_BATCH
 
     def __init__(self, *args, auto_pyg: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -294,8 +295,7 @@ class DenseGraphEncoder(GraphEncoder):
 
     def _cpu_batch(self, obs: dict[str, Tensor]) -> bool:
         """A CPU batch of at least :attr:`COMPACT_MIN_BATCH` samples, outside ``torch.compile``."""
-        pm = obs["pending_mask"]
-        return pm.device.type == "cpu" and pm.shape[0] >= self.COMPACT_MIN_BATCH and not torch.compiler.is_compiling()
+        return compact_pays(obs["pending_mask"])
 
     def uses_pyg(self, obs: dict[str, Tensor]) -> bool:
         """Whether :meth:`forward` hands this batch to the torch-geometric reference."""

@@ -16,6 +16,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
+#: smallest CPU batch on which layers compute only the rows that matter (``nonzero`` on a mask)
+COMPACT_MIN_BATCH = 8
+
+
+def compact_pays(mask: Tensor) -> bool:
+    """Whether to compute only the rows a mask selects: a CPU batch (leading dimension) of at
+    least :data:`COMPACT_MIN_BATCH` samples, outside ``torch.compile``. Reading the mask on the
+    host is free on the CPU; on accelerators and under compilation the static layout is kept."""
+    return mask.device.type == "cpu" and mask.shape[0] >= COMPACT_MIN_BATCH and not torch.compiler.is_compiling()
 
 
 class AgentLinear(nn.Module):

@@ -140,3 +140,15 @@ def test_learning_evaluation_runs_checkpoints_and_baselines_through_the_runner()
         assert {"mean_jct", "ci95", "per_seed", "truncated"} <= set(row)
     direct = [run_episode(cfg, TapFingerScheduler(checkpoint=checkpoint), seed).mean_jct for seed in (100_000, 100_001)]
     assert table["tapfinger(best)"]["per_seed"] == [round(j, 4) for j in direct]
+
+
+def test_update_minibatch_benchmark_reports_both_pointer_layouts(capsys):
+    mod = bench("update_minibatch")
+    assert mod.main(["--scenario", "synthetic-3", "--batch", "16", "--collect", "64", "--envs", "4",
+                     "--repeats", "1", "policy.hidden=16", "policy.pointer_dim=16", "policy.pointer_ffn=16"]) == 0
+    out = last_json(capsys.readouterr().out)
+    assert out["scenario"] == "synthetic-3" and out["batch"] == 16
+    assert 0.0 <= out["active_fraction"] <= 1.0
+    assert out["full_rows_samples_per_s"] > 0 and out["compact_rows_samples_per_s"] > 0
+    with pytest.raises(SystemExit):
+        mod.main(["--batch", "128", "--collect", "64"])  # a minibatch larger than what was collected

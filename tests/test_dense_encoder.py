@@ -205,6 +205,7 @@ def test_dense_act_and_evaluate_have_no_host_syncs(variant):
     if isinstance(pol.encoder, DenseGraphEncoder):
         pol.encoder.compact = "never"  # the static layout (what "auto" runs off the CPU)
         pol.encoder.auto_pyg = False  # the dense path even for this CPU batch
+    pol.pointer_compact = "never"  # likewise the pointer's static rows
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         out = pol.act(batch, generator=torch.Generator().manual_seed(0), with_value=True)
         lp, ent, skip, value = pol.evaluate(batch, out.action)

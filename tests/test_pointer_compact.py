@@ -1,0 +1,75 @@
+"""The pointer's compact rows (only agents with a feasible slot, CPU batches) compute the same
+function as the full static rows: logits, sampled actions, log-probs, entropies and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents.policy import PolicyConfig, TapFingerPolicy
+from networks.heads import COMPACT_MIN_BATCH, MASK_VALUE, compact_pays
+from tests.test_dense_encoder import empty_like, scenario_batch, stack
+
+TOL = 1e-5
+
+
+def _policy(spec, **cfg) -> TapFingerPolicy:
+    torch.manual_seed(0)
+    pol = TapFingerPolicy(spec, PolicyConfig(hidden=32, pointer_dim=32, pointer_ffn=64, **cfg))
+    with torch.no_grad():  # sharper attention than the initialisation's
+        for p in pol.pointer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return pol
+
+
+def _run(pol: TapFingerPolicy, batch, mode: str):
+    pol.pointer_compact = mode
+    pol.zero_grad()
+    out = pol.act(batch, generator=torch.Generator().manual_seed(3), with_value=True)
+    lp, ent, skip, value = pol.evaluate(batch, out.action)
+    (lp.sum() + 0.1 * ent.sum() + value.sum()).backward()
+    grads = {k: p.grad.clone() for k, p in pol.named_parameters() if p.grad is not None}
+    with torch.no_grad():
+        obs = pol.as_tensors(batch)
+        logits = pol._selection_logits(obs, pol.encode(obs))
+    return out, lp, ent, skip, logits, grads
+
+
+@pytest.mark.parametrize("name", ["synthetic-3", "multi-3", "hetero-6", "testbed-3"])
+def test_compact_pointer_matches_full_rows(name):
+    spec, batch = scenario_batch(name)
+    pol = _policy(spec)
+    skip = ~batch["feasible"].bool().any(-1)
+    assert skip.any() and (~skip).any(), "the batch must mix agents with and without a choice"
+    full = _run(pol, batch, "never")
+    comp = _run(pol, batch, "always")
+    assert torch.equal(full[0].action, comp[0].action)
+    for a, b in zip(full[1:3], comp[1:3]):
+        assert (a - b).abs().max() <= TOL
+    assert torch.equal(full[3], comp[3])
+    assert (full[4] - comp[4]).abs().max() <= TOL
+    assert (comp[4][skip] == MASK_VALUE).all()  # skipped agents: every logit masked, as in full rows
+    assert full[5].keys() == comp[5].keys() and "pointer.layers.0.qkv.weight" in comp[5]
+    for k in full[5]:
+        assert (full[5][k] - comp[5][k]).abs().max() <= TOL * max(1.0, float(full[5][k].abs().max())), k
+
+
+def test_compact_pointer_handles_a_batch_where_no_agent_can_act():
+    spec, batch = scenario_batch("synthetic-3")
+    empty = stack([empty_like({k: v[0].numpy() for k, v in batch.items()})] * COMPACT_MIN_BATCH)
+    pol = _policy(spec)
+    pol.pointer_compact = "always"
+    lp, ent, skip = pol.evaluate_actions(empty, torch.zeros(COMPACT_MIN_BATCH, spec.N, 3, dtype=torch.long))
+    assert skip.all() and (lp == 0).all() and (ent == 0).all()
+
+
+def test_compact_pointer_auto_rule_and_unshared_actors():
+    spec, batch = scenario_batch("synthetic-3")
+    assert compact_pays(batch["feasible"]) and not compact_pays(batch["feasible"][:1])
+    pol = _policy(spec, shared_actors=False)  # per-agent weights: always the full rows
+    full, comp = _run(pol, batch, "never"), _run(pol, batch, "always")
+    assert torch.equal(full[0].action, comp[0].action) and torch.equal(full[4], comp[4])
+    pol.pointer_compact = "sometimes"
+    with pytest.raises(ValueError, match="pointer_compact"):
+        pol.evaluate_actions(batch, full[0].action)
+    assert torch.isfinite(full[1]).all()
