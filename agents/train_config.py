@@ -111,6 +111,8 @@ class TrainConfig(ConfigSection):
     imitate_rounds: int = 0  # DAgger rounds after the teacher's own episodes (0: plain behaviour cloning)
     imitate_epochs: int = 30  # passes of behaviour cloning over the recorded decisions, per round
     imitate_lr: float = 1e-3  # Adam learning rate of behaviour cloning
+    # -- or a warm start from trained weights (transfer: e.g. a model trained at N = 3 fine-tuned at N = 6)
+    init_from: str | None = None  # policy checkpoint whose weights (and return scaling) start a new run
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     collect_episodes: int | None = None  # or whole episodes per update (reference: = envs)
@@ -167,6 +169,9 @@ class TrainConfig(ConfigSection):
         at_least("imitate_rounds", 0),
         at_least("imitate_epochs", 0),
         greater_than("imitate_lr", 0, finite=True),
+        rule(lambda c: c.init_from is None or bool(c.init_from.strip()), "init_from must be a checkpoint path or null"),
+        rule(lambda c: c.init_from is None or c.imitate is None,
+             "init_from and imitate are exclusive warm starts: set one of them"),
         at_least("save_every", 1, nullable=True),
         rule(lambda c: bool(c.logdir), "logdir must not be empty"),
     )

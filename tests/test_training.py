@@ -343,3 +343,46 @@ def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
         assert result.env_steps == 40 and (spec.run_dir / LAST).is_file()
     finally:
         ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------
+# train.init_from: start a new run from trained weights (transfer across scenarios)
+# ---------------------------------------------------------------------------------------
+def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_path):
+    from agents.checkpoint import load_policy_checkpoint
+    from agents.training import training_envs
+    from agents.training.loop import build_algorithm
+    from agents.training.warmstart import init_from_checkpoint
+
+    spec, _ = smoke_run
+    src = spec.run_dir / BEST
+    trained, _ = load_policy_checkpoint(src)
+    # sjf-3 weights into a multi-3 run (shared actors: the same weights serve any N)
+    spec2 = _spec(tmp_path, f"train.init_from={src}", config="multi-3")
+    envs = training_envs(spec2.scenario, spec2.train, 0)
+    try:
+        algorithm, net = build_algorithm(spec2, envs, torch.device("cpu"))
+        fresh = {k: v.clone() for k, v in net.state_dict().items()}
+        line = init_from_checkpoint(spec2, algorithm, net)
+    finally:
+        envs.close()
+    assert "sjf-3" in line
+    for k, v in trained.state_dict().items():
+        assert torch.equal(net.state_dict()[k], v), k
+    assert any(not torch.equal(fresh[k], v) for k, v in trained.state_dict().items())
+    scaler = load_checkpoint(src)["return_scaler"]
+    assert algorithm.return_scaler_state()["var"] == pytest.approx(scaler["var"])
+
+
+def test_init_from_end_to_end_and_bad_inputs(smoke_run, tmp_path):
+    spec, _ = smoke_run
+    src = spec.run_dir / BEST
+    result = run_training(_spec(tmp_path, f"train.init_from={src}", "train.run_name=tuned", config="multi-3", steps=40))
+    assert result.env_steps == 40
+    assert load_checkpoint(tmp_path / "tuned" / LAST)["train_config"]["init_from"] == str(src)
+    with pytest.raises(ConfigError, match="policy.hidden=16"):  # another architecture: say what to set
+        run_training(_spec(tmp_path, f"train.init_from={src}", "policy.hidden=8", steps=40))
+    with pytest.raises(ConfigError, match="exclusive"):
+        _spec(tmp_path, f"train.init_from={src}", "train.imitate=optimus")
+    with pytest.raises(ConfigError, match="not found"):
+        run_training(_spec(tmp_path, f"train.init_from={tmp_path / 'nope.pt'}", steps=40))

@@ -31,7 +31,7 @@ from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec, check_environment, write_config
 from .session import Session
 from .stats import SchedulingCollectStats
-from .warmstart import log_warm_start, warm_start
+from .warmstart import init_from_checkpoint, log_warm_start, warm_start
 
 if TYPE_CHECKING:
     from tianshou.trainer import OnPolicyTrainer
@@ -88,6 +88,10 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
         if spec.resume is not None:
             restore(spec, algorithm, net)
         warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
+        if spec.resume is None and t.init_from:
+            line = init_from_checkpoint(spec, algorithm, net)
+            if spec.eval_lines:
+                print(line, flush=True)
 
         # run directory, TensorBoard, the state shared by the trainer callbacks
         write_config(spec, {"restarts": spec.restarts, "device": str(device)})
