@@ -37,10 +37,10 @@ from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
-from networks.dense_han import COMPACT_MODES, DenseGraphEncoder
+from networks.dense_han import DenseGraphEncoder
 from networks.graph import EncoderOutput, canonical_slots
 from networks.han import GraphEncoder
-from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector, compact_pays
+from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector, use_compact
 from networks.mlp_encoder import MLPEncoder
 from networks.pointer import PointerNet
 
@@ -359,16 +359,13 @@ class TapFingerPolicy(nn.Module):
         """Slot projection + pointer network -> masked selection logits ``(B, N, P)``.
 
         On CPU batches (:func:`~networks.heads.compact_pays`) with shared actor weights only
-        the agents that have a feasible slot are computed (a third to a half of them are
-        skipped in training data) and the others get :data:`MASK_VALUE` everywhere, which is
+        the agents that have a feasible slot are computed (25-60% of them are skipped in
+        training data) and the others get :data:`MASK_VALUE` everywhere, which is
         exactly what the full computation gives them; :attr:`pointer_compact` (``"auto"``,
         ``"never"``, ``"always"``) overrides the choice. Both compute the same function.
         """
-        if self.pointer_compact not in COMPACT_MODES:
-            raise ValueError(f"pointer_compact must be one of {COMPACT_MODES}, got {self.pointer_compact!r}")
-        compact = self.n_actor_sets == 1 and (
-            self.pointer_compact == "always" or (self.pointer_compact == "auto" and compact_pays(feasible)))
-        if not compact:
+        compact = use_compact(self.pointer_compact, feasible, "pointer_compact")
+        if not compact or self.n_actor_sets > 1:  # per-agent weights need the agent axis: full rows
             return self.pointer(self.slot_proj(enc.task, enc.cluster), occupied, feasible)
         B, N, P = feasible.shape
         rows = feasible.any(-1).reshape(-1).nonzero().squeeze(1)  # agents with a choice

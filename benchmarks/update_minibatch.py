@@ -2,7 +2,7 @@
 
 ``policy_latency.py`` times the policy on observations of random placements, where almost every
 agent has a feasible slot. Training data is different: agents whose cluster is full are skipped
-(a third to a half of them), and the policy's pointer network computes only the agents with a
+(25-60% of them), and the policy's pointer network computes only the agents with a
 choice on CPU batches (``TapFingerPolicy.pointer_compact``). This script builds the run as
 ``train.py`` would, collects ``--collect`` env steps with the untrained policy, then times
 ``evaluate()`` + backward on the first ``--batch`` samples with the pointer's full rows
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeats + 1):
         for mode in times:
             times[mode].append(step(mode))
-    rate = {m: args.batch / (sorted(v[1:])[len(v[1:]) // 2]) for m, v in times.items()}  # median, warm-up dropped
+    rate = {m: args.batch / statistics.median(v[1:]) for m, v in times.items()}  # first call: warm-up
     out = {
         "scenario": spec.scenario.name,
         "batch": args.batch,

@@ -52,11 +52,10 @@ from torch import Tensor
 
 from .graph import EDGE_TYPES, EncoderOutput, canonical_slots, cluster_features
 from .han import GraphEncoder, PerGraphHANConv
-from .heads import COMPACT_MIN_BATCH, compact_pays
+from .heads import COMPACT_MIN_BATCH, compact_pays, use_compact
 
 _NEG = -1e30  # logit of a non-edge before the masked softmax (finite: no NaN when a row is empty)
 _KEYS = {e[1]: "__".join(e) for e in EDGE_TYPES}  # relation name -> HANConv parameter key
-COMPACT_MODES = ("auto", "never", "always")
 _BLOCK_MAX_N = 8  # offers relation: block-diagonal bmm up to this many clusters, per-head product above
 
 
@@ -302,11 +301,7 @@ class DenseGraphEncoder(GraphEncoder):
         return self.auto_pyg and self._cpu_batch(obs)
 
     def _use_compact(self, obs: dict[str, Tensor]) -> bool:
-        if self.compact not in COMPACT_MODES:
-            raise ValueError(f"compact must be one of {COMPACT_MODES}, got {self.compact!r}")
-        if self.compact != "auto":
-            return self.compact == "always"
-        return self._cpu_batch(obs)
+        return use_compact(self.compact, obs["pending_mask"])
 
     def forward(self, obs: dict[str, Tensor]) -> EncoderOutput:
         if self.uses_pyg(obs):

@@ -18,6 +18,8 @@ from torch import Tensor, nn
 MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
 #: smallest CPU batch on which layers compute only the rows that matter (``nonzero`` on a mask)
 COMPACT_MIN_BATCH = 8
+#: row-layout modes of the layers that can compute only the rows a mask selects
+COMPACT_MODES = ("auto", "never", "always")
 
 
 def compact_pays(mask: Tensor) -> bool:
@@ -25,6 +27,14 @@ def compact_pays(mask: Tensor) -> bool:
     least :data:`COMPACT_MIN_BATCH` samples, outside ``torch.compile``. Reading the mask on the
     host is free on the CPU; on accelerators and under compilation the static layout is kept."""
     return mask.device.type == "cpu" and mask.shape[0] >= COMPACT_MIN_BATCH and not torch.compiler.is_compiling()
+
+
+def use_compact(mode: str, mask: Tensor, name: str = "compact") -> bool:
+    """Resolve a row-layout ``mode`` (:data:`COMPACT_MODES`): ``"always"``/``"never"`` force it,
+    ``"auto"`` asks :func:`compact_pays`. ``name`` labels the setting in the error for a bad mode."""
+    if mode not in COMPACT_MODES:
+        raise ValueError(f"{name} must be one of {COMPACT_MODES}, got {mode!r}")
+    return compact_pays(mask) if mode == "auto" else mode == "always"
 
 
 class AgentLinear(nn.Module):
