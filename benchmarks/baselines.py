@@ -42,7 +42,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from agents.baselines import available_schedulers  # noqa: E402
+from agents.baselines import all_schedulers  # noqa: E402
 from agents.evaluation import SchedulerSpec, resolve_schedulers, run_evaluation  # noqa: E402
 from agents.evaluation.runner import bound_durations  # noqa: E402
 from agents.evaluation.schedulers import is_scheduler_spec as is_spec  # noqa: E402
@@ -153,7 +153,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=5, help="number of workload seeds 0..K-1 (default 5)")
     p.add_argument("--scenarios", nargs="+", default=None, help="scenario names (default: all in configs/)")
-    p.add_argument("--schedulers", nargs="+", default=None, help="baseline names (default: all available)")
+    p.add_argument("--schedulers", nargs="+", default=None, help="baseline names (default: every available one and optimus:preemptive=false)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--train", action="store_true", help="benchmark the training variant, not the evaluation one")
     p.add_argument("--json", action="store_true", help="print only the final JSON line")
@@ -176,7 +176,7 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], list[SchedulerSpec], d
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     scenarios = args.scenarios or available_scenarios()
-    specs = scheduler_specs(args.schedulers or available_schedulers())  # ConfigError naming the valid ones
+    specs = scheduler_specs(args.schedulers or all_schedulers())  # ConfigError naming the valid ones
     kept, skipped = [], {}
     for name in scenarios:
         cfg = scenario_config(name, args.overrides, args.train)  # bad names/overrides -> ConfigError

@@ -78,6 +78,19 @@ def test_t_interval_known_sample():
     assert t_interval([3.0, 3.0, 3.0]) == (3.0, 3.0)
 
 
+def test_all_adds_the_non_preemptive_optimus():
+    """``all`` = every baseline with its defaults, then the non-preemptive Optimus (not an oracle)."""
+    from agents.baselines import available_schedulers
+    from agents.evaluation.runner import resolve_schedulers
+
+    specs = resolve_schedulers("all")
+    names = [s.name for s in specs]
+    assert names == available_schedulers() + ["optimus:preemptive=false"]
+    variant = specs[-1]
+    assert variant.baseline == "optimus" and dict(variant.options) == {"preemptive": False}
+    assert not variant.is_oracle
+
+
 def test_checkpoint_names():
     from agents.evaluation.runner import POLICY_PATTERN, policy_names
 
@@ -91,14 +104,15 @@ def test_checkpoint_names():
 def test_summary_schema_and_table(outputs):
     a, _, stdout = outputs
     summary = json.loads((a / "summary.json").read_text())
-    from agents.baselines import ORACLE_BASELINES, available_schedulers
+    from agents.baselines import ORACLE_BASELINES, all_schedulers, available_schedulers
 
     # no checkpoint: no reduction, paired differences or target
     assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle"}
     assert summary["oracle"] == [n for n in available_schedulers() if n in ORACLE_BASELINES]
     assert summary["scenario"] == "synthetic-3"
     assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))
-    assert list(summary["schedulers"]) == available_schedulers()
+    assert list(summary["schedulers"]) == all_schedulers()
+    assert "optimus:preemptive=false" in summary["schedulers"]  # a non-oracle baseline of the target
     keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system", "cpu_util", "gpu_util",
             "decision_ms"}
     for name, s in summary["schedulers"].items():

@@ -130,21 +130,22 @@ def resolve_schedulers(
 ) -> list[SchedulerSpec]:
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
-    ``all`` is every available baseline. A baseline may carry options
+    ``all`` is every available baseline plus the option variants of
+    :func:`agents.baselines.all_schedulers` (``optimus:preemptive=false``). A baseline may carry options
     (``optimus:preemptive=false,oracle=true``, :mod:`.schedulers`); it is then labelled by that
     text. Every given checkpoint is loaded, checked against ``cfg`` (:func:`check_checkpoint`)
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
-    from agents.baselines import available_schedulers, make_scheduler
+    from agents.baselines import all_schedulers, available_schedulers, make_scheduler
 
     from .schedulers import parse_scheduler_spec, split_scheduler_list
 
     known = available_schedulers()
     text = (selection or "").strip()
     if text == "all":
-        items = list(known)
+        items = all_schedulers()
     else:
         items = split_scheduler_list(text)
         if not items:
