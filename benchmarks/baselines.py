@@ -42,9 +42,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from agents.baselines import all_schedulers  # noqa: E402
 from agents.evaluation import SchedulerSpec, resolve_schedulers, run_evaluation  # noqa: E402
 from agents.evaluation.runner import bound_durations  # noqa: E402
+from agents.evaluation.schedulers import all_schedulers  # noqa: E402
 from agents.evaluation.schedulers import is_scheduler_spec as is_spec  # noqa: E402
 from agents.evaluation.schedulers import parse_scheduler_spec as parse_spec  # noqa: E402,F401 (shared syntax, tested)
 from agents.evaluation.summary import json_safe, mean_halfwidth  # noqa: E402

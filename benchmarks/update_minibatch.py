@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-    from agents.policy import TapFingerPolicy, obs_to_torch
+    from agents.policy import obs_to_torch
     from agents.training import build_algorithm, make_collectors, prepare_run, training_envs
 
     torch.set_num_threads(args.threads)
@@ -50,14 +50,13 @@ def main(argv: list[str] | None = None) -> int:
                        + list(args.overrides), flags=flags)
     envs = training_envs(spec.scenario, spec.train, 0)
     try:
-        algorithm, _ = build_algorithm(spec, envs, torch.device("cpu"))
+        algorithm, pol = build_algorithm(spec, envs, torch.device("cpu"))  # pol: the TapFingerPolicy
         collector, _ = make_collectors(spec, algorithm, envs, None)
         collector.reset()
         with policy_within_training_step(algorithm.policy), torch_train_mode(algorithm.policy, False):
             collector.collect(n_step=args.collect)
     finally:
         envs.close()
-    pol = next(m for m in algorithm.modules() if isinstance(m, TapFingerPolicy))
     mb = collector.buffer[: args.batch]
     obs = pol.as_tensors(obs_to_torch(mb.obs, torch.device("cpu")))
     act = torch.as_tensor(mb.act).long()

@@ -52,7 +52,7 @@ from torch import Tensor
 
 from .graph import EDGE_TYPES, EncoderOutput, canonical_slots, cluster_features
 from .han import GraphEncoder, PerGraphHANConv
-from .heads import COMPACT_MIN_BATCH, compact_pays, use_compact
+from .heads import compact_pays, use_compact
 
 _NEG = -1e30  # logit of a non-edge before the masked softmax (finite: no NaN when a row is empty)
 _KEYS = {e[1]: "__".join(e) for e in EDGE_TYPES}  # relation name -> HANConv parameter key
@@ -273,14 +273,12 @@ class DenseGraphEncoder(GraphEncoder):
     """:class:`~networks.han.GraphEncoder` (same parameters) with the dense forward pass.
 
     ``compact``: ``"auto"`` (default) computes only node rows (canonical pending slots,
-    occupied running slots) on the CPU for batches of at least :attr:`COMPACT_MIN_BATCH`
+    occupied running slots) on the CPU for batches of at least :data:`~networks.heads.COMPACT_MIN_BATCH`
     samples -- the masks are read on the host, free there, and duplicate/empty slots are most
     of the rows under load -- and the fully static layout everywhere else (accelerators,
     small CPU batches, ``torch.compile``); ``"never"``/``"always"`` force one layout. Both
     compute the same function.
     """
-
-    COMPACT_MIN_BATCH = COMPACT_MIN_BATCH
 
     def __init__(self, *args, auto_pyg: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -292,13 +290,9 @@ class DenseGraphEncoder(GraphEncoder):
         #: CPU batches of at least COMPACT_MIN_BATCH samples, where it measured faster
         self.auto_pyg = bool(auto_pyg)
 
-    def _cpu_batch(self, obs: dict[str, Tensor]) -> bool:
-        """A CPU batch of at least :attr:`COMPACT_MIN_BATCH` samples, outside ``torch.compile``."""
-        return compact_pays(obs["pending_mask"])
-
     def uses_pyg(self, obs: dict[str, Tensor]) -> bool:
         """Whether :meth:`forward` hands this batch to the torch-geometric reference."""
-        return self.auto_pyg and self._cpu_batch(obs)
+        return self.auto_pyg and compact_pays(obs["pending_mask"])
 
     def _use_compact(self, obs: dict[str, Tensor]) -> bool:
         return use_compact(self.compact, obs["pending_mask"])

@@ -14,6 +14,7 @@ import torch
 from agents.policy import PolicyConfig, TapFingerPolicy, load_policy_checkpoint
 from envs.gym_env import EdgeClustersEnv
 from networks.dense_han import DenseGraphEncoder
+from networks.heads import COMPACT_MIN_BATCH
 from networks.han import GraphEncoder
 
 torch.set_num_threads(1)
@@ -287,7 +288,7 @@ def test_auto_encoder_runs_pyg_on_cpu_batches_and_dense_at_batch_one():
     auto.load_state_dict(ref.state_dict())
     big = {k: torch.cat([v] * 4) for k, v in batch.items()}
     one = {k: v[:1] for k, v in batch.items()}
-    assert big["pending_mask"].shape[0] >= auto.COMPACT_MIN_BATCH
+    assert big["pending_mask"].shape[0] >= COMPACT_MIN_BATCH
     assert auto.uses_pyg(big) and not auto.uses_pyg(one)
     dense_only = DenseGraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4)
     assert not dense_only.uses_pyg(big)

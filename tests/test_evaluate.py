@@ -104,7 +104,8 @@ def test_checkpoint_names():
 def test_summary_schema_and_table(outputs):
     a, _, stdout = outputs
     summary = json.loads((a / "summary.json").read_text())
-    from agents.baselines import ORACLE_BASELINES, all_schedulers, available_schedulers
+    from agents.baselines import ORACLE_BASELINES, available_schedulers
+    from agents.evaluation.schedulers import all_schedulers
 
     # no checkpoint: no reduction, paired differences or target
     assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle"}

@@ -36,19 +36,6 @@ def uses_oracle(name: str, options: Mapping[str, Any] | None = None) -> bool:
     return name in ORACLE_BASELINES or bool((options or {}).get("oracle", False))
 
 
-#: option variants that ``--schedulers all`` runs beside every baseline's defaults: the quality
-#: target's best non-oracle baseline is taken over Optimus both preemptive and not (issue 11); with
-#: a switch overhead (the test-bed scenarios) the non-preemptive one is the stronger
-ALL_VARIANTS: tuple[str, ...] = ("optimus:preemptive=false",)
-
-
-def all_schedulers() -> list[str]:
-    """What ``--schedulers all`` runs: every available baseline, then the :data:`ALL_VARIANTS`
-    whose baseline is available (``name:options`` texts, labelled by that text)."""
-    names = available_schedulers()
-    return names + [v for v in ALL_VARIANTS if v.split(":")[0] in names]
-
-
 def available_schedulers() -> list[str]:
     """Names of the baseline schedulers whose module is present."""
     names = []

@@ -131,16 +131,16 @@ def resolve_schedulers(
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
     ``all`` is every available baseline plus the option variants of
-    :func:`agents.baselines.all_schedulers` (``optimus:preemptive=false``). A baseline may carry options
+    :func:`.schedulers.all_schedulers` (``optimus:preemptive=false``). A baseline may carry options
     (``optimus:preemptive=false,oracle=true``, :mod:`.schedulers`); it is then labelled by that
     text. Every given checkpoint is loaded, checked against ``cfg`` (:func:`check_checkpoint`)
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
-    from agents.baselines import all_schedulers, available_schedulers, make_scheduler
+    from agents.baselines import available_schedulers, make_scheduler
 
-    from .schedulers import parse_scheduler_spec, split_scheduler_list
+    from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
     known = available_schedulers()
     text = (selection or "").strip()

@@ -89,9 +89,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
             restore(spec, algorithm, net)
         warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
         if spec.resume is None and t.init_from:
-            line = init_from_checkpoint(spec, algorithm, net)
-            if spec.eval_lines:
-                print(line, flush=True)
+            init_from_checkpoint(spec, algorithm, net)
 
         # run directory, TensorBoard, the state shared by the trainer callbacks
         write_config(spec, {"restarts": spec.restarts, "device": str(device)})

@@ -52,7 +52,8 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
     The checkpoint may come from another scenario (that is the point: train at N = 3, fine-tune
     at N = 6) if the policy can act on this one (:func:`~agents.checkpoint.load_policy_checkpoint`
     checks it) and its architecture equals this run's ``policy`` section; otherwise a
-    :class:`~envs.config.ConfigError` names the fields to set. Returns a one-line summary.
+    :class:`~envs.config.ConfigError` names the fields to set. Returns (and with the run's
+    progress lines prints) a one-line summary.
     """
     from ..checkpoint import load_policy_checkpoint
 
@@ -68,4 +69,7 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
     scaler = meta.get("return_scaler")
     if isinstance(scaler, dict):
         algorithm.load_return_scaler_state(scaler)
-    return f"init_from: weights of {path} (trained on {meta['scenario'].name})"
+    line = f"init_from: weights of {path} (trained on {meta['scenario'].name})"
+    if spec.eval_lines:
+        print(line, flush=True)
+    return line
