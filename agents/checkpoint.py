@@ -224,6 +224,19 @@ def load_policy_checkpoint(
     return policy, meta
 
 
+def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> str:
+    """How the checkpoint's policy acts when evaluated (``train.eval_action`` of its run,
+    :data:`~agents.train_config.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
+    from agents.train_config import EVAL_ACTIONS
+
+    train = meta.get("train_config")
+    action = train.get("eval_action", EVAL_ACTIONS[0]) if isinstance(train, Mapping) else EVAL_ACTIONS[0]
+    if action not in EVAL_ACTIONS:
+        raise CheckpointError(f"checkpoint {str(path)!r}: train_config.eval_action must be one of "
+                              f"{list(EVAL_ACTIONS)}, got {action!r}")
+    return str(action)
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]

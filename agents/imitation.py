@@ -17,7 +17,10 @@ teacher label the states the clone reaches, which corrects the drift of plain cl
 
 Loss (per agent with a feasible slot; agents with none are skipped as in eqs. 13-14):
 
-* a start of slot ``s`` at allocation ``a``: ``-log p(s) - log p(a | s)``;
+* a start of slot ``s`` at allocation ``a``: ``-log p(s) - log p(a | s)``; for a variant whose
+  selector has no weights (``uniform``, ``fifo``: the ablations ``no-pointer``, ``vanilla``)
+  only ``-log p(a | s)``: its selection cannot learn, and ``p(s)`` is 0 whenever the teacher
+  starts a slot the fixed rule would not pick;
 * a void: ``-log sum_s p(s) p(void | s)``, the probability that the policy places nothing
   whichever slot it points at (the teacher names no slot, so none is imposed);
 * the critic: squared error to the teacher's per-agent discounted return, divided by the
@@ -38,6 +41,7 @@ import torch.nn.functional as F
 from agents.baselines import make_scheduler
 from agents.evaluation.schedulers import parse_scheduler_spec
 from agents.policy import obs_to_torch
+from agents.variants import get_variant
 from agents.ppo import gae_advantages
 from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics
@@ -170,9 +174,10 @@ def imitation_losses(
     dist = policy.distributions(obs)
     sel_logp, alloc_logp, skip = dist.selection, dist.allocation, dist.skip  # (B,N,P), (B,N,P,A), (B,N)
     slot, alloc = action[..., 0], action[..., 1]
-    start_lp = sel_logp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     at_slot = alloc_logp.gather(2, slot.view(*slot.shape, 1, 1).expand(-1, -1, 1, alloc_logp.shape[-1])).squeeze(2)
-    start_lp = start_lp + at_slot.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
+    start_lp = at_slot.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
+    if get_variant(policy.cfg.variant).selector == "pointer":  # a learned selection
+        start_lp = start_lp + sel_logp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     void_lp = torch.logsumexp(sel_logp + alloc_logp[..., 0], dim=-1)
     nll = -torch.where(alloc > 0, start_lp, void_lp)
     active = ~skip

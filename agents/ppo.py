@@ -5,8 +5,9 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
 :class:`~agents.policy.TapFingerPolicy` network to tianshou and changes what PPO optimises:
 
 * :class:`JointActorPolicy` -- the tianshou ``Policy``: samples the joint action (Bayes
-  conflict resolution included) with ``TapFingerPolicy.act``; deterministic outside training
-  steps (evaluation, with its own seeded generator for conflict ties). It runs without
+  conflict resolution included) with ``TapFingerPolicy.act``; outside training steps (evaluation)
+  deterministic, or sampled with ``deterministic_eval=False`` (``train.eval_action=sample``),
+  with its own seeded generator for samples and conflict ties. It runs without
   gradients and stores the behaviour log-probabilities in the buffer (``policy.logp``) as a
   consistency diagnostic.
 * :class:`ActorAdapter` / :class:`CriticAdapter` -- thin ``nn.Module`` views of the same
@@ -118,8 +119,8 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         return self.actor.net
 
     def reset_eval_generator(self, seed: int) -> None:
-        """Seed the generator used outside training steps (conflict tie-breaks of the
-        deterministic policy), so an evaluation does not depend on the training RNG state."""
+        """Seed the generator used outside training steps (samples, conflict tie-breaks), so
+        an evaluation does not depend on the training RNG state."""
         self.eval_generator = torch.Generator(device=module_device(self.net))
         self.eval_generator.manual_seed(int(seed))
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.checkpoint import checkpoint_eval_action
 from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
 from envs.config import ConfigError
 from envs.core import Simulator
@@ -43,6 +44,9 @@ class TapFingerScheduler:
     """Scheduler protocol wrapper around a policy (from a checkpoint path or a policy object).
 
     ``name`` is the policy variant (``tapfinger``, ``no-han``, ``no-pointer``, ``vanilla``).
+    ``deterministic``: take the most likely joint action (True) or sample it (False); None:
+    as the checkpoint's run validated it (:func:`~agents.checkpoint.checkpoint_eval_action`),
+    True for a policy object.
     """
 
     def __init__(
@@ -50,7 +54,7 @@ class TapFingerScheduler:
         checkpoint: str | Path | None = None,
         policy: TapFingerPolicy | None = None,
         device: str | torch.device = "cpu",
-        deterministic: bool = True,
+        deterministic: bool | None = None,
     ) -> None:
         if (checkpoint is None) == (policy is None):
             raise ConfigError("TapFingerScheduler needs exactly one of checkpoint= or policy=")
@@ -60,6 +64,8 @@ class TapFingerScheduler:
         else:
             self.policy, self.meta = policy.to(self.device), {}
         self.policy.eval()
+        if deterministic is None:
+            deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == "argmax"
         self.deterministic = bool(deterministic)
         self.name = self.policy.cfg.variant
         self.spec: ObservationSpec | None = None
@@ -82,4 +88,5 @@ class TapFingerScheduler:
     def describe(self) -> dict[str, Any]:
         """Policy config and checkpoint metadata, for result files."""
         return {"policy_config": self.policy.cfg.to_dict(),
-                "checkpoint_scenario": getattr(self.meta.get("scenario"), "name", None)}
+                "checkpoint_scenario": getattr(self.meta.get("scenario"), "name", None),
+                "action": "argmax" if self.deterministic else "sample"}

@@ -63,6 +63,11 @@ DEVICE_HELP = {
 }
 DEVICES = tuple(DEVICE_HELP)
 EVAL_SCENARIOS = ("train", "eval")
+#: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,
+#: the default of ``evaluate.py --policy-action``): the most likely joint action, or a sample
+#: from the policy (seeded, so reproducible). Sampling breaks the symmetry of identical agents
+#: that pick the same task (a lost single-mode conflict idles the cluster for a real step).
+EVAL_ACTIONS = ("argmax", "sample")
 #: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -122,6 +127,7 @@ class TrainConfig(ConfigSection):
     eval_episodes: int = 8  # held-out workloads per evaluation (one eval env each)
     eval_seed: int = EVAL_SEED_DEFAULT  # evaluation workload seeds: eval_seed + 0..eval_episodes-1
     eval_scenario: str = "train"  # "train": the training scenario; "eval": its eval_overrides variant
+    eval_action: str = EVAL_ACTIONS[0]  # validation (and the checkpoint's default evaluation): EVAL_ACTIONS
     save_every: int | None = None  # env steps between last.pt saves (None: every evaluation)
     logdir: str = "runs"
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
@@ -164,6 +170,7 @@ class TrainConfig(ConfigSection):
              f"eval_seed must keep evaluation seeds below {TRAIN_SEED_MIN} (training seeds start there), "
              "got eval_seed {eval_seed} with eval_episodes {eval_episodes}"),
         one_of("eval_scenario", EVAL_SCENARIOS),
+        one_of("eval_action", EVAL_ACTIONS),
         rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),
         at_least("imitate_episodes", 1),
         at_least("imitate_rounds", 0),

@@ -22,7 +22,7 @@ import pytest
 
 from agents.evaluation import TIMING_FIELDS, t_interval
 from envs.bound import fastest_durations
-from envs.config import load_scenario
+from envs.config import ConfigError, load_scenario
 from envs.core import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,7 +245,7 @@ def test_corrupt_checkpoint_exits_2(tmp_path):
 
 
 # ------------------------------------------------------------------------ with a policy
-def _tiny_checkpoint(path: Path, scenario: str) -> Path:
+def _tiny_checkpoint(path: Path, scenario: str, eval_action: str | None = None) -> Path:
     torch = pytest.importorskip("torch")
     pytest.importorskip("agents.tapfinger")
     from agents.policy import PolicyConfig, TapFingerPolicy, save_policy_checkpoint
@@ -255,7 +255,8 @@ def _tiny_checkpoint(path: Path, scenario: str) -> Path:
     torch.manual_seed(0)
     policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16, han_layers=1, heads=2,
                                                                              pointer_heads=2, pointer_ffn=32))
-    return save_policy_checkpoint(path, policy, cfg)
+    extra = {"train_config": {"eval_action": eval_action}} if eval_action else None
+    return save_policy_checkpoint(path, policy, cfg, extra)
 
 
 def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
@@ -282,6 +283,43 @@ def test_checkpoint_of_another_scenario_exits_2(tmp_path):
     proc = cli("--scenario", "synthetic-3", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out"), *TINY)
     assert proc.returncode == 2, proc.stderr
     assert "incompatible" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_policy_action_comes_from_the_checkpoint_or_the_flag(tmp_path, cfg):
+    """A checkpoint validated by sampling is evaluated by sampling unless --policy-action says
+    otherwise; sampling is seeded (same seeds, same result) and differs from the argmax."""
+    from agents.checkpoint import CheckpointError, checkpoint_eval_action
+    from agents.evaluation import resolve_schedulers
+    from agents.tapfinger import TapFingerScheduler
+
+    plain = _tiny_checkpoint(tmp_path / "plain.pt", "synthetic-3")
+    sampled = _tiny_checkpoint(tmp_path / "sampled.pt", "synthetic-3", eval_action="sample")
+    assert [s.action for s in resolve_schedulers("min", [str(plain)], cfg)][-1] == "argmax"  # no key: argmax
+    assert [s.action for s in resolve_schedulers("min", [str(sampled)], cfg)][-1] == "sample"
+    assert resolve_schedulers("min", [str(sampled)], cfg, policy_action="argmax")[-1].action == "argmax"
+    with pytest.raises(ConfigError, match="policy action"):
+        resolve_schedulers("min", [str(sampled)], cfg, policy_action="greedy")
+    assert TapFingerScheduler(checkpoint=sampled).deterministic is False
+    assert TapFingerScheduler(checkpoint=plain).deterministic is True
+    with pytest.raises(CheckpointError, match="eval_action"):
+        checkpoint_eval_action({"train_config": {"eval_action": "greedy"}}, "x.pt")
+
+    def jcts(out: Path, *flags: str) -> list[str]:
+        assert evaluate_main()(["--scenario", "synthetic-3", "--checkpoint", str(sampled), "--schedulers", "min",
+                                "--seeds", "3", "--workers", "1", "--out", str(out), "--quiet", *flags, *TINY]) == 0
+        run = json.loads((out / "run.json").read_text())
+        assert run["checkpoints"]["tapfinger"]["action"] == (flags[-1] if flags else "sample")
+        return [r["jct"] for r in read_rows(out / "tasks.csv") if r["scheduler"] == "tapfinger"]
+
+    first, again = jcts(tmp_path / "a"), jcts(tmp_path / "b")
+    argmax = jcts(tmp_path / "c", "--policy-action", "argmax")
+    assert first == again
+    assert first != argmax
+
+
+def test_policy_action_needs_a_checkpoint(tmp_path):
+    proc = cli("--scenario", "synthetic-3", "--policy-action", "sample", "--out", str(tmp_path / "out"), *TINY)
+    assert proc.returncode == 2 and "--policy-action applies to checkpoints" in proc.stderr, proc.stderr
 
 
 # ------------------------------------------------------------------------ report

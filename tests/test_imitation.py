@@ -94,6 +94,29 @@ def test_loss_terms_match_the_policy_probabilities():
     assert value.shape == nll.shape
 
 
+@pytest.mark.parametrize("variant", ["vanilla", "no-pointer"])
+def test_fixed_selectors_imitate_the_allocation_only(variant):
+    """A selector without weights cannot learn the teacher's choice of task (and gives it
+    probability 0 when the fixed rule picks another slot): a start costs -log p(a | s) only."""
+    cfg = load_scenario("sjf-3", ["num_tasks=30"])
+    demos = record_teacher(cfg, TEACHER, [1_000_003], gamma=0.99)
+    torch.manual_seed(0)
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16, variant=variant))
+    obs = policy.as_tensors({k: torch.as_tensor(v) for k, v in demos.obs.items()})
+    act = torch.as_tensor(demos.action)
+    nll, active, _ = imitation_losses(policy, obs, act)
+    _, alloc = policy.probabilities(obs)
+    slot, size = act[..., 0], act[..., 1]
+    start = active & (size > 0)
+    assert start.any()
+    by_hand = -torch.log(alloc.gather(2, slot[..., None, None].expand(-1, -1, 1, alloc.shape[-1])).squeeze(2)
+                         .gather(-1, size[..., None]).squeeze(-1))
+    torch.testing.assert_close(nll[start].detach(), by_hand[start], rtol=1e-4, atol=1e-5)
+    assert torch.isfinite(nll).all() and nll[start].max() < 20
+    nll[active].mean().backward()  # the allocation head learns from it
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.alloc_head.parameters())
+
+
 def test_clone_fits_the_teacher_and_is_seeded():
     cfg = load_scenario("synthetic-3", ["num_tasks=30"])
     demos = record_teacher(cfg, TEACHER, [1_000_004, 1_000_005], gamma=0.99)

@@ -302,6 +302,7 @@ def test_per_agent_gae_matches_a_hand_computation():
         (["--config", "sjf-3", "train.nope=1"], "unknown train key"),
         (["--config", "sjf-3", "nope=1"], "nope"),
         (["--config", "sjf-3", "policy.hidden=-4"], "hidden"),
+        (["--config", "sjf-3", "train.eval_action=greedy"], "eval_action"),
         (["--config", "sjf-3", "not-an-override"], "key=value"),
         (["--resume", "/no/such/dir/last.pt"], "not found"),
         ([], "--config is required"),
@@ -372,6 +373,20 @@ def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_p
     assert any(not torch.equal(fresh[k], v) for k, v in trained.state_dict().items())
     scaler = load_checkpoint(src)["return_scaler"]
     assert algorithm.return_scaler_state()["var"] == pytest.approx(scaler["var"])
+
+
+@pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False)])
+def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
+    from agents.training import training_envs
+    from agents.training.loop import build_algorithm
+
+    spec = _spec(tmp_path, f"train.eval_action={action}")
+    envs = training_envs(spec.scenario, spec.train, 0)
+    try:
+        algorithm, _ = build_algorithm(spec, envs, torch.device("cpu"))
+    finally:
+        envs.close()
+    assert algorithm.policy.deterministic_eval is deterministic
 
 
 def test_init_from_end_to_end_and_bad_inputs(smoke_run, tmp_path):

@@ -34,6 +34,7 @@ class ReportEntry:
     cfg: ScenarioConfig
     median_reduction: dict[str, float | None]
     primary: str = POLICY_NAME  # the learned policy's name (its reductions are reported)
+    action: str = "argmax"  # how the checkpoint acted (agents.train_config.EVAL_ACTIONS)
 
 
 def report_scenarios(names: Sequence[str] | None = None) -> list[str]:
@@ -91,7 +92,8 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
         cfg = e.cfg
         lines.append(
             f"{cfg.mode}-task, N={cfg.num_clusters}, λ={cfg.arrival_rate:g}, {cfg.num_tasks} tasks per seed. "
-            + (f"Checkpoint: `{e.checkpoint}`." if e.checkpoint else "No shipped checkpoint: TapFinger not evaluated.")
+            + (f"Checkpoint: `{e.checkpoint}`" + (", acting by seeded sampling." if e.action == "sample" else ".")
+               if e.checkpoint else "No shipped checkpoint: TapFinger not evaluated.")
         )
         lines += [
             "",
@@ -195,11 +197,13 @@ def run_report(
     progress: bool = True,
     checkpoint_dir: Path = CHECKPOINT_DIR,
     command: str = "",
+    policy_action: str | None = None,
 ) -> Path:
     """Evaluate every report scenario into ``out/<scenario>/`` and write ``out/REPORT.md``.
 
     Every scenario, scheduler list and shipped checkpoint is validated before any run starts
     (bad input raises :class:`ConfigError`). Each scenario's table is printed as it finishes.
+    ``policy_action`` overrides how the checkpoints act (None: as each checkpoint says).
     """
     from . import evaluate_scenario
 
@@ -208,7 +212,7 @@ def run_report(
         cfg = load_scenario(name, overrides).for_evaluation()
         build_progress_functions(cfg)  # a missing trace table fails here, before any run
         ckpt = shipped_checkpoint(name, checkpoint_dir)
-        specs = resolve_schedulers(selection, [str(ckpt)] if ckpt else [], cfg)
+        specs = resolve_schedulers(selection, [str(ckpt)] if ckpt else [], cfg, policy_action=policy_action)
         plans.append((name, cfg, ckpt, specs))
     if not plans:
         raise ConfigError("no scenario to report on")
@@ -219,8 +223,9 @@ def run_report(
                                          progress=progress, extra={"overrides": list(overrides)})
         print(format_table(summary, run) + "\n", flush=True)
         primary = run.policy_names[0] if run.policy_names else POLICY_NAME
+        action = next((spec.action for spec in specs if spec.is_policy), "argmax")
         entries.append(ReportEntry(name, summary, _label(ckpt) if ckpt else None, cfg,
-                                   median_reductions(summary, primary), primary))
+                                   median_reductions(summary, primary), primary, action))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "REPORT.md"
     path.write_text(format_report(entries, seeds, command))

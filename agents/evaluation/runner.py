@@ -51,7 +51,8 @@ class SchedulerSpec:
 
     ``name`` is the label in every output; ``baseline`` the registry name and ``options`` its
     constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
-    ``variant`` its policy variant and ``trained_on`` the scenario stored in it (policies).
+    ``variant`` its policy variant, ``trained_on`` the scenario stored in it and ``action`` how
+    it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) (policies).
     """
 
     name: str
@@ -60,6 +61,7 @@ class SchedulerSpec:
     checkpoint: str = ""
     variant: str = ""
     trained_on: str | None = None
+    action: str = ""
 
     @property
     def is_policy(self) -> bool:
@@ -126,7 +128,8 @@ def checkpoint_names(paths: Sequence[str | Path], variants: Sequence[str], taken
 
 
 def resolve_schedulers(
-    selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None
+    selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None,
+    policy_action: str | None = None,
 ) -> list[SchedulerSpec]:
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
@@ -136,12 +139,17 @@ def resolve_schedulers(
     text. Every given checkpoint is loaded, checked against ``cfg`` (:func:`check_checkpoint`)
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
+    Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
+    checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
+    from agents.train_config import EVAL_ACTIONS
     from agents.baselines import available_schedulers, make_scheduler
 
     from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
+    if policy_action is not None and policy_action not in EVAL_ACTIONS:
+        raise ConfigError(f"policy action must be one of {list(EVAL_ACTIONS)}, got {policy_action!r}")
     known = available_schedulers()
     text = (selection or "").strip()
     if text == "all":
@@ -170,7 +178,8 @@ def resolve_schedulers(
         infos = [check_checkpoint(p, cfg) for p in checkpoints]
         names = checkpoint_names(checkpoints, [i["variant"] for i in infos], taken=[s.name for s in specs])
         unknown += [n for n in policy_items if n not in names and not POLICY_PATTERN.fullmatch(n)]
-        policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"], trained_on=info["trained_on"])
+        policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
+                                  trained_on=info["trained_on"], action=policy_action or info["action"])
                     for name, path, info in zip(names, checkpoints, infos)]
     else:
         unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
@@ -190,14 +199,15 @@ def resolve_schedulers(
 def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     """Load a checkpoint once (CPU) and check it can act on ``cfg``.
 
-    Returns ``{"variant", "trained_on"}``. Every problem (missing, corrupt, other
+    Returns ``{"variant", "trained_on", "action"}``. Every problem (missing, corrupt, other
     architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
-    from agents.checkpoint import load_policy_checkpoint  # CheckpointError is a ConfigError
+    from agents.checkpoint import checkpoint_eval_action, load_policy_checkpoint  # CheckpointError: a ConfigError
 
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
-    return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None)}
+    return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
+            "action": checkpoint_eval_action(meta, path)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,7 +234,8 @@ class Worker:
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
-        return TapFingerScheduler(policy=self.policies[spec.name], device=self.device, deterministic=True)
+        return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
+                                  deterministic=spec.action != "sample")
 
     def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
         """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""

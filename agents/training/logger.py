@@ -32,7 +32,7 @@ def scalar_tag(scope: str, key: str) -> str:
     return f"{scope}/{key}"
 
 
-#: TensorBoard tag of the validation mean JCT (deterministic policy on the held-out workloads
+#: TensorBoard tag of the validation mean JCT (the policy acting by ``train.eval_action`` on the held-out workloads
 #: ``eval_seed + j``), one point per evaluation, step = env steps; read by
 #: :mod:`agents.evaluation.curves`
 EVAL_MEAN_JCT_TAG = scalar_tag("test", "mean_jct")

@@ -2,8 +2,8 @@
 
 One tianshou *epoch* = one evaluation interval (:meth:`TrainConfig.epoch_plan`; the rounding
 of ``--steps`` is :meth:`TrainConfig.planned_env_steps`). Evaluation is tianshou's test step on
-held-out workload seeds ``eval_seed + j`` (one batched env per episode), the deterministic
-policy, score = ``-mean JCT`` (:func:`~agents.training.stats.evaluation_score`).
+held-out workload seeds ``eval_seed + j`` (one batched env per episode), the policy acting by
+``train.eval_action`` (argmax or a seeded sample), score = ``-mean JCT`` (:func:`~agents.training.stats.evaluation_score`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     t = spec.train
     if t.compile:
         net.compile_passes(t.compile)
-    policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0])
+    policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
+                              deterministic_eval=t.eval_action == "argmax")
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),
