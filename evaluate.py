@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curves", action="append", default=[], metavar="RUN_DIR",
                    help="plot a training run's validation mean JCT against env steps, with the baselines' mean "
                         "JCT on the run's validation workloads; repeat for several runs of one scenario")
+    p.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="with --curves: only the evaluations at or before N env steps (runs at an equal budget)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="scenario overrides")
     return p
@@ -128,7 +130,7 @@ def run_curves(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     progress = not args.quiet and sys.stderr.isatty()
     curves = build_curves(args.curves, args.schedulers or DEFAULT_BASELINES, workers=args.workers,
-                          progress=progress)
+                          progress=progress, max_steps=args.max_steps)
     png, doc = write_curves(curves, output_path(args.out, curves))
     print("\n".join(summary_lines(curves)), flush=True)
     print(f"wrote {png} and {doc}", file=sys.stderr)
@@ -154,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.curves:
         return run_curves(args)
+    if args.max_steps is not None:
+        raise ConfigError("--max-steps only applies to --curves RUN_DIR")
     _check_overrides_are_not_schedulers(args.overrides)
     args.schedulers = args.schedulers or "all"
     if args.device != "cpu" and not (args.checkpoint or args.report):

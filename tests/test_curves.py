@@ -21,6 +21,7 @@ from agents.evaluation import resolve_schedulers, run_evaluation
 from agents.evaluation.curves import DEFAULT_BASELINES, merge_points, read_curve, read_validation
 from agents.training import evaluation_scenario, prepare_run, write_config
 from agents.training.logger import EVAL_MEAN_JCT_TAG, TENSORBOARD_KEEP, scalar_tag
+from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["num_tasks=12", "train.eval_episodes=2"]
@@ -95,6 +96,20 @@ def test_read_curve_merges_event_files(tmp_path):
     assert curve.name == "a"
     assert curve.points == MERGED  # float32-exact values
     assert curve.best == (300, 7.0)
+
+
+def test_read_curve_cuts_at_max_steps(tmp_path):
+    run_dir = resumed_run(tmp_path, "a")
+    cut = read_curve(run_dir, max_steps=MERGED[1][0])
+    assert cut.points == MERGED[:2]
+    assert cut.best == min(MERGED[:2], key=lambda p: (p[1], p[0]))
+    with pytest.raises(ConfigError, match="no "):
+        read_curve(run_dir, max_steps=MERGED[0][0] - 1)
+
+
+def test_max_steps_only_with_curves(tmp_path, capsys):
+    assert evaluate_main()(["--scenario", "synthetic-3", "--max-steps", "10", "--quiet"]) == 2
+    assert "--max-steps only applies to --curves" in capsys.readouterr().err
 
 
 def test_validation_uses_the_eval_variant(tmp_path):

@@ -139,8 +139,9 @@ def merge_points(files: Sequence[tuple[float, list[tuple[int, float]]]]) -> list
     return sorted(merged.items())
 
 
-def read_curve(run_dir: Path, name: str | None = None) -> RunCurve:
-    """The merged validation curve of ``run_dir`` (ConfigError without event files or the tag)."""
+def read_curve(run_dir: Path, name: str | None = None, max_steps: int | None = None) -> RunCurve:
+    """The merged validation curve of ``run_dir`` (ConfigError without event files or the tag),
+    cut at ``max_steps`` env steps when given (runs compared at an equal budget)."""
     from agents.training.logger import EVAL_MEAN_JCT_TAG
 
     files = event_files(run_dir)
@@ -148,6 +149,8 @@ def read_curve(run_dir: Path, name: str | None = None) -> RunCurve:
         raise ConfigError(f"--curves {run_dir}: no TensorBoard event files (events.out.tfevents.*); "
                           "has the run started training?")
     points = merge_points([read_event_file(f, EVAL_MEAN_JCT_TAG) for f in files])
+    if max_steps is not None:
+        points = [p for p in points if p[0] <= max_steps]
     if not points:
         raise ConfigError(f"--curves {run_dir}: no {EVAL_MEAN_JCT_TAG!r} scalars in {len(files)} event file(s); "
                           "the run has not finished an evaluation yet")
@@ -209,12 +212,17 @@ def baseline_means(
 
 
 def build_curves(
-    run_dirs: Sequence[str | Path], selection: str = DEFAULT_BASELINES, workers: int = 1, progress: bool = False
+    run_dirs: Sequence[str | Path], selection: str = DEFAULT_BASELINES, workers: int = 1, progress: bool = False,
+    max_steps: int | None = None,
 ) -> Curves:
-    """Read every run directory, check they share their validation workloads, run the baselines once."""
+    """Read every run directory, check they share their validation workloads, run the baselines once.
+
+    ``max_steps``: only the evaluations at or before that many env steps (an equal budget)."""
     paths = [Path(p) for p in run_dirs]
     if not paths:
         raise ConfigError("--curves needs at least one run directory")
+    if max_steps is not None and max_steps < 0:
+        raise ConfigError(f"--max-steps must be >= 0, got {max_steps}")
     seen: set[Path] = set()
     for p in paths:
         check_run_dir(p)
@@ -226,7 +234,7 @@ def build_curves(
 
     build_progress_functions(validation.scenario)  # a missing trace file is bad input: fail before any run
     specs = baseline_specs(selection, validation)
-    runs = [read_curve(p, name) for p, name in zip(paths, run_labels(paths))]
+    runs = [read_curve(p, name, max_steps) for p, name in zip(paths, run_labels(paths))]
     means, bound = baseline_means(validation, specs, workers=workers, progress=progress)
     return Curves(validation, runs, means, bound)
 
