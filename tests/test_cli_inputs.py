@@ -67,13 +67,24 @@ def test_checkpoint_error_is_a_config_error():
     assert agents.policy.CheckpointError is CheckpointError
 
 
-def test_shipped_checkpoint_loads_with_weights_only():
-    data = torch.load(ROOT / "checkpoints" / "synthetic-3.pt", map_location="cpu", weights_only=True)
+@pytest.mark.parametrize("path", sorted((ROOT / "checkpoints").glob("*.pt")), ids=lambda p: p.stem)
+def test_shipped_checkpoint_loads_with_weights_only(path):
+    """Every shipped file: safe loading, trained on the scenario it is named after, acts on it."""
+    data = torch.load(path, map_location="cpu", weights_only=True)
     assert {"model", "policy_config", "scenario", "obs_spec"} <= set(data)
-    from agents.checkpoint import load_policy_checkpoint
+    from agents.checkpoint import checkpoint_eval_action, load_policy_checkpoint
+    from envs.config import load_scenario
 
-    policy, meta = load_policy_checkpoint(ROOT / "checkpoints" / "synthetic-3.pt")
-    assert meta["scenario"].name == "synthetic-3" and policy.cfg.variant == "tapfinger"
+    policy, meta = load_policy_checkpoint(path, scenario=load_scenario(path.stem).for_evaluation())
+    assert meta["scenario"].name == path.stem and policy.cfg.variant == "tapfinger"
+    # synthetic-6 is the one validated (and so evaluated) by sampling: README, "All seven scenarios"
+    assert checkpoint_eval_action(meta, path) == ("sample" if path.stem == "synthetic-6" else "argmax")
+
+
+def test_every_scenario_ships_a_checkpoint():
+    from envs.config import available_scenarios
+
+    assert sorted(p.stem for p in (ROOT / "checkpoints").glob("*.pt")) == sorted(available_scenarios())
 
 
 def test_pickled_object_is_refused_by_the_loader(evil_checkpoint, capsys):
