@@ -325,7 +325,7 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
 # ------------------------------------------------------------------------ report
 def test_report_puts_paper_numbers_next_to_ours(tmp_path):
     ckdir = tmp_path / "checkpoints"
-    _tiny_checkpoint(ckdir / "synthetic-3.pt", "synthetic-3")
+    _tiny_checkpoint(ckdir / "synthetic-3.pt", "synthetic-3", eval_action="sample")
     out = tmp_path / "results"
     code = evaluate_main()(["--report", "--scenario", "synthetic-3,multi-3", "--schedulers", "min,optimus",
                             "--seeds", "2", "--workers", "1", "--checkpoint-dir", str(ckdir), "--out", str(out),
@@ -336,6 +336,7 @@ def test_report_puts_paper_numbers_next_to_ours(tmp_path):
     multi = json.loads((out / "multi-3" / "summary.json").read_text())
     assert "## synthetic-3 (paper: `synthetic`" in text and "## multi-3 (paper: `multiple-gamma=1`" in text
     assert "tapfinger" in syn["schedulers"] and "tapfinger" not in multi["schedulers"]
+    assert "Checkpoint: `" in text and "synthetic-3.pt`, acting by seeded sampling." in text
     section = text[text.index("## synthetic-3"):text.index("## multi-3")]
     tap = syn["schedulers"]["tapfinger"]
     for name in ("min", "optimus", "tapfinger"):
