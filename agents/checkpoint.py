@@ -227,10 +227,10 @@ def load_policy_checkpoint(
 def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> str:
     """How the checkpoint's policy acts when evaluated (``train.eval_action`` of its run,
     :data:`~agents.train_config.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
-    from agents.train_config import EVAL_ACTIONS
+    from agents.train_config import ARGMAX, EVAL_ACTIONS
 
     train = meta.get("train_config")
-    action = train.get("eval_action", EVAL_ACTIONS[0]) if isinstance(train, Mapping) else EVAL_ACTIONS[0]
+    action = train.get("eval_action", ARGMAX) if isinstance(train, Mapping) else ARGMAX
     if action not in EVAL_ACTIONS:
         raise CheckpointError(f"checkpoint {str(path)!r}: train_config.eval_action must be one of "
                               f"{list(EVAL_ACTIONS)}, got {action!r}")

@@ -41,8 +41,8 @@ import torch.nn.functional as F
 from agents.baselines import make_scheduler
 from agents.evaluation.schedulers import parse_scheduler_spec
 from agents.policy import obs_to_torch
-from agents.variants import get_variant
 from agents.ppo import gae_advantages
+from agents.variants import get_variant
 from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics
 from envs.observation import KEYS

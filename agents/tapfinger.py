@@ -21,6 +21,7 @@ import torch
 
 from agents.checkpoint import checkpoint_eval_action
 from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
+from agents.train_config import ARGMAX, SAMPLE
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.joint_action import decode_joint_action
@@ -65,7 +66,7 @@ class TapFingerScheduler:
             self.policy, self.meta = policy.to(self.device), {}
         self.policy.eval()
         if deterministic is None:
-            deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == "argmax"
+            deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == ARGMAX
         self.deterministic = bool(deterministic)
         self.name = self.policy.cfg.variant
         self.spec: ObservationSpec | None = None
@@ -89,4 +90,4 @@ class TapFingerScheduler:
         """Policy config and checkpoint metadata, for result files."""
         return {"policy_config": self.policy.cfg.to_dict(),
                 "checkpoint_scenario": getattr(self.meta.get("scenario"), "name", None),
-                "action": "argmax" if self.deterministic else "sample"}
+                "action": ARGMAX if self.deterministic else SAMPLE}

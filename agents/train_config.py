@@ -68,6 +68,7 @@ EVAL_SCENARIOS = ("train", "eval")
 #: from the policy (seeded, so reproducible). Sampling breaks the symmetry of identical agents
 #: that pick the same task (a lost single-mode conflict idles the cluster for a real step).
 EVAL_ACTIONS = ("argmax", "sample")
+ARGMAX, SAMPLE = EVAL_ACTIONS
 #: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -127,7 +128,7 @@ class TrainConfig(ConfigSection):
     eval_episodes: int = 8  # held-out workloads per evaluation (one eval env each)
     eval_seed: int = EVAL_SEED_DEFAULT  # evaluation workload seeds: eval_seed + 0..eval_episodes-1
     eval_scenario: str = "train"  # "train": the training scenario; "eval": its eval_overrides variant
-    eval_action: str = EVAL_ACTIONS[0]  # validation (and the checkpoint's default evaluation): EVAL_ACTIONS
+    eval_action: str = ARGMAX  # validation (and the checkpoint's default evaluation): EVAL_ACTIONS
     save_every: int | None = None  # env steps between last.pt saves (None: every evaluation)
     logdir: str = "runs"
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from agents.train_config import ARGMAX, SAMPLE
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from envs.progress import build_progress_functions
 
@@ -34,7 +35,7 @@ class ReportEntry:
     cfg: ScenarioConfig
     median_reduction: dict[str, float | None]
     primary: str = POLICY_NAME  # the learned policy's name (its reductions are reported)
-    action: str = "argmax"  # how the checkpoint acted (agents.train_config.EVAL_ACTIONS)
+    action: str = ARGMAX  # how the checkpoint acted (agents.train_config.EVAL_ACTIONS)
 
 
 def report_scenarios(names: Sequence[str] | None = None) -> list[str]:
@@ -92,7 +93,7 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
         cfg = e.cfg
         lines.append(
             f"{cfg.mode}-task, N={cfg.num_clusters}, λ={cfg.arrival_rate:g}, {cfg.num_tasks} tasks per seed. "
-            + (f"Checkpoint: `{e.checkpoint}`" + (", acting by seeded sampling." if e.action == "sample" else ".")
+            + (f"Checkpoint: `{e.checkpoint}`" + (", acting by seeded sampling." if e.action == SAMPLE else ".")
                if e.checkpoint else "No shipped checkpoint: TapFinger not evaluated.")
         )
         lines += [
@@ -223,7 +224,7 @@ def run_report(
                                          progress=progress, extra={"overrides": list(overrides)})
         print(format_table(summary, run) + "\n", flush=True)
         primary = run.policy_names[0] if run.policy_names else POLICY_NAME
-        action = next((spec.action for spec in specs if spec.is_policy), "argmax")
+        action = next((spec.action for spec in specs if spec.is_policy), ARGMAX)
         entries.append(ReportEntry(name, summary, _label(ckpt) if ckpt else None, cfg,
                                    median_reductions(summary, primary), primary, action))
     out.mkdir(parents=True, exist_ok=True)

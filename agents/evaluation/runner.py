@@ -143,8 +143,8 @@ def resolve_schedulers(
     checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
-    from agents.train_config import EVAL_ACTIONS
     from agents.baselines import available_schedulers, make_scheduler
+    from agents.train_config import EVAL_ACTIONS
 
     from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
@@ -231,11 +231,12 @@ class Worker:
 
             return make_scheduler(spec.baseline, **dict(spec.options))
         from agents.tapfinger import TapFingerScheduler
+        from agents.train_config import SAMPLE
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
-                                  deterministic=spec.action != "sample")
+                                  deterministic=spec.action != SAMPLE)
 
     def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
         """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""

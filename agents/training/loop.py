@@ -23,6 +23,7 @@ from torch.utils.tensorboard import SummaryWriter
 from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
+from ..train_config import ARGMAX
 from ..vector_env import BatchCollector, BatchedReplayBuffer
 from .checkpoints import BEST, LAST, restore
 from .envs import evaluation_envs, training_envs
@@ -126,7 +127,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     if t.compile:
         net.compile_passes(t.compile)
     policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
-                              deterministic_eval=t.eval_action == "argmax")
+                              deterministic_eval=t.eval_action == ARGMAX)
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),
