@@ -42,7 +42,6 @@ from agents.baselines import make_scheduler
 from agents.evaluation.schedulers import parse_scheduler_spec
 from agents.policy import obs_to_torch
 from agents.ppo import gae_advantages
-from agents.variants import get_variant
 from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics
 from envs.observation import KEYS
@@ -176,7 +175,7 @@ def imitation_losses(
     slot, alloc = action[..., 0], action[..., 1]
     at_slot = alloc_logp.gather(2, slot.view(*slot.shape, 1, 1).expand(-1, -1, 1, alloc_logp.shape[-1])).squeeze(2)
     start_lp = at_slot.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
-    if get_variant(policy.cfg.variant).selector == "pointer":  # a learned selection
+    if policy.pointer is not None:  # a learned selection
         start_lp = start_lp + sel_logp.gather(-1, slot.unsqueeze(-1)).squeeze(-1)
     void_lp = torch.logsumexp(sel_logp + alloc_logp[..., 0], dim=-1)
     nll = -torch.where(alloc > 0, start_lp, void_lp)

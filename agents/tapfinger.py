@@ -14,14 +14,13 @@ conflict tie-breaks) come from a ``torch.Generator`` seeded from the simulator's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from agents.checkpoint import checkpoint_eval_action
 from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
-from agents.train_config import ARGMAX, SAMPLE
+from agents.train_config import ARGMAX
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.joint_action import decode_joint_action
@@ -85,9 +84,3 @@ class TapFingerScheduler:
         obs = obs_to_torch(build_observation(sim, self.spec), self.device)
         out = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
         return joint_action_to_decision(sim, out.action[0].cpu().numpy())
-
-    def describe(self) -> dict[str, Any]:
-        """Policy config and checkpoint metadata, for result files."""
-        return {"policy_config": self.policy.cfg.to_dict(),
-                "checkpoint_scenario": getattr(self.meta.get("scenario"), "name", None),
-                "action": ARGMAX if self.deterministic else SAMPLE}
