@@ -191,6 +191,11 @@ class MultiAgentPPO(PPO):
             t = self.last_grad_norm_tensor
             return float("nan") if t is None else float(t)
 
+        def set_lr(self, lr: float) -> None:
+            """Set the learning rate of every parameter group (the run's ``train.lr_schedule``)."""
+            for group in self._optim.param_groups:
+                group["lr"] = lr
+
         def step(self, loss: torch.Tensor, retain_graph: bool | None = None, create_graph: bool = False) -> None:
             self._optim.zero_grad()
             loss.backward(retain_graph=retain_graph, create_graph=create_graph)

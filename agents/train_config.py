@@ -69,6 +69,9 @@ EVAL_SCENARIOS = ("train", "eval")
 #: that pick the same task (a lost single-mode conflict idles the cluster for a real step).
 EVAL_ACTIONS = ("argmax", "sample")
 ARGMAX, SAMPLE = EVAL_ACTIONS
+#: learning-rate schedules of ``train.lr_schedule`` (:meth:`TrainConfig.lr_at`): ``constant``
+#: keeps ``lr``; ``linear`` anneals it from ``lr`` at env step 0 to 0 at ``steps``
+LR_SCHEDULES = ("constant", "linear")
 #: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -99,6 +102,7 @@ class TrainConfig(ConfigSection):
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     # -- PPO (tianshou PPO arguments)
     lr: float = 1e-4
+    lr_schedule: str = "constant"  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
     eps_clip: float = 0.2
     gae_lambda: float = 0.95
     gamma: float | None = None  # None: 1.0 in multi mode, 0.99 in single mode
@@ -151,6 +155,7 @@ class TrainConfig(ConfigSection):
         rule(lambda c: c.compile is None or c.compile in COMPILE_MODES,
              f"compile must be null or one of {list(COMPILE_MODES)}, got {{compile!r}}"),
         greater_than("lr", 0, finite=True),
+        one_of("lr_schedule", LR_SCHEDULES),
         between("eps_clip", 0, 1, open=True),
         between("gae_lambda", 0, 1),
         between("gamma", 0, 1, nullable=True),
@@ -190,6 +195,16 @@ class TrainConfig(ConfigSection):
         if self.gamma is not None:
             return float(self.gamma)
         return 1.0 if mode == "multi" else 0.99
+
+    def lr_at(self, env_step: int) -> float:
+        """The learning rate of the update that follows ``env_step`` env steps (``lr_schedule``).
+
+        A function of the env step alone, so a resumed run continues the schedule where it
+        stopped (a resume with a larger ``--steps`` stretches the rest of a linear schedule).
+        """
+        if self.lr_schedule == "linear":
+            return self.lr * max(0.0, 1.0 - env_step / self.steps)
+        return self.lr
 
     def resolved_collect_steps(self) -> int | None:
         """Env steps per collection (None in episode mode)."""

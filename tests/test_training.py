@@ -303,6 +303,7 @@ def test_per_agent_gae_matches_a_hand_computation():
         (["--config", "sjf-3", "nope=1"], "nope"),
         (["--config", "sjf-3", "policy.hidden=-4"], "hidden"),
         (["--config", "sjf-3", "train.eval_action=greedy"], "eval_action"),
+        (["--config", "sjf-3", "train.lr_schedule=cosine"], "lr_schedule"),
         (["--config", "sjf-3", "not-an-override"], "key=value"),
         (["--resume", "/no/such/dir/last.pt"], "not found"),
         ([], "--config is required"),
@@ -387,6 +388,29 @@ def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
     finally:
         envs.close()
     assert algorithm.policy.deterministic_eval is deterministic
+
+
+def test_lr_schedule_is_a_function_of_the_env_step():
+    cfg = TrainConfig(steps=1000, lr=2e-4)
+    assert [cfg.lr_at(s) for s in (0, 500, 1000)] == [2e-4, 2e-4, 2e-4]
+    cfg = TrainConfig(steps=1000, lr=2e-4, lr_schedule="linear")
+    assert cfg.lr_at(0) == pytest.approx(2e-4) and cfg.lr_at(250) == pytest.approx(1.5e-4)
+    assert cfg.lr_at(1000) == 0.0 and cfg.lr_at(1200) == 0.0  # rounding past --steps never goes negative
+
+
+def test_linear_lr_schedule_sets_each_update_and_resumes(tmp_path):
+    spec = _spec(tmp_path, "train.lr_schedule=linear", "train.lr=1e-3", "train.run_name=lin", steps=80)
+    run_training(spec)
+    sc = _scalars(spec.run_dir)
+    # one update per 40 env steps, each at the rate of the env step it starts from
+    assert sc["update/lr"] == [(0, pytest.approx(1e-3)), (40, pytest.approx(5e-4))]
+    ckpt = load_checkpoint(spec.run_dir / LAST)
+    assert [g["lr"] for g in ckpt["optimizer"]["param_groups"]] == [pytest.approx(5e-4)]
+    # a resume with a larger budget continues from the step reached, on the new horizon
+    spec2 = prepare_run(None, [], flags={"steps": 160}, resume=str(spec.run_dir / LAST))
+    run_training(spec2)
+    lrs = dict(_scalars(spec.run_dir)["update/lr"])
+    assert lrs[80] == pytest.approx(1e-3 * (1 - 80 / 160)) and lrs[120] == pytest.approx(1e-3 * (1 - 120 / 160))
 
 
 def test_init_from_end_to_end_and_bad_inputs(smoke_run, tmp_path):

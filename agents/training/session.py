@@ -107,7 +107,11 @@ class Session:
         return str(self.save(LAST, env_step=env_step, epoch=epoch))
 
     def training_fn(self, epoch: int, env_step: int) -> None:
-        """Start of each training step: throughput / machine scalars, periodic ``last.pt``."""
+        """Start of each training step: the learning rate of its update (``train.lr_schedule``),
+        throughput / machine scalars, periodic ``last.pt``."""
+        lr = self.spec.train.lr_at(env_step)
+        self.algorithm.optim.set_lr(lr)
+        self.writer.add_scalar("update/lr", lr, env_step)
         now = time.perf_counter()
         if self._tick is not None:
             t0, s0 = self._tick
