@@ -72,6 +72,7 @@ ARGMAX, SAMPLE = EVAL_ACTIONS
 #: learning-rate schedules of ``train.lr_schedule`` (:meth:`TrainConfig.lr_at`): ``constant``
 #: keeps ``lr``; ``linear`` anneals it from ``lr`` at env step 0 to 0 at ``steps``
 LR_SCHEDULES = ("constant", "linear")
+CONSTANT_LR, LINEAR_LR = LR_SCHEDULES
 #: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -102,7 +103,7 @@ class TrainConfig(ConfigSection):
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     # -- PPO (tianshou PPO arguments)
     lr: float = 1e-4
-    lr_schedule: str = "constant"  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
+    lr_schedule: str = CONSTANT_LR  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
     eps_clip: float = 0.2
     gae_lambda: float = 0.95
     gamma: float | None = None  # None: 1.0 in multi mode, 0.99 in single mode
@@ -202,7 +203,7 @@ class TrainConfig(ConfigSection):
         A function of the env step alone, so a resumed run continues the schedule where it
         stopped (a resume with a larger ``--steps`` stretches the rest of a linear schedule).
         """
-        if self.lr_schedule == "linear":
+        if self.lr_schedule == LINEAR_LR:
             return self.lr * max(0.0, 1.0 - env_step / self.steps)
         return self.lr
 
