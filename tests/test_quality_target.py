@@ -69,7 +69,12 @@ def test_target_names_the_best_baselines_and_judges_them(evaluation):
     assert t["bound_ratio"] == pytest.approx(ratio)
     assert t["within_bound_ratio"] is (ratio <= BOUND_RATIO_TARGET)
     assert t["met"] is (t["beats_best_non_oracle"] and t["within_bound_ratio"])
+    baselines = ["min", "optimus", "optimus:preemptive=false", "okita", "pd-maxsche"]
+    assert t["best_baseline"] == min(baselines, key=lambda n: s[n]["mean_jct"])
+    closest = s[t["best_baseline"]]["mean_jct"] / summary["bound"]["mean_jct"]
+    assert t["best_baseline_bound_ratio"] == pytest.approx(closest)
     table = format_table(summary, run)
+    assert f"closest baseline {t['best_baseline']} {closest:.2f}x" in table
     assert "paired Δ" in table and f"target: tapfinger below the best non-oracle baseline {t['best_non_oracle']}" in table
     assert table.rstrip().endswith("MET" if t["met"] else "not met")
 
@@ -82,6 +87,7 @@ def test_target_check_on_hand_made_numbers():
     t = target_check(schedulers, paired, ["o"], "pol", bound=3.2)
     assert (t["best_non_oracle"], t["best_oracle"], t["beats_best_non_oracle"]) == ("b", "o", True)
     assert t["bound_ratio"] == pytest.approx(1.25) and t["within_bound_ratio"] and t["met"]
+    assert t["best_baseline"] == "o" and t["best_baseline_bound_ratio"] == pytest.approx(3.0 / 3.2)
     paired["b"] = {"ci95": [-0.9, 0.2]}  # the interval reaches zero: not a significant win
     assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["met"] is False
     paired["b"] = {"ci95": [-0.9, -0.1]}
@@ -89,10 +95,10 @@ def test_target_check_on_hand_made_numbers():
     assert far["beats_best_non_oracle"] and not far["within_bound_ratio"] and not far["met"]
     one_seed = target_check(schedulers, {"b": {"ci95": [None, None]}}, [], "pol", bound=3.2)
     assert one_seed["beats_best_non_oracle"] is None and one_seed["met"] is False
-    schedulers["other-checkpoint"] = {"mean_jct": 3.5}  # a second learned policy is no baseline
+    schedulers["other-checkpoint"] = {"mean_jct": 2.5}  # a second learned policy is no baseline
     paired["other-checkpoint"] = {"ci95": [0.1, 0.9]}
     t = target_check(schedulers, paired, ["o"], "pol", bound=3.2, policies=["pol", "other-checkpoint"])
-    assert (t["best_non_oracle"], t["met"]) == ("b", True)
+    assert (t["best_non_oracle"], t["met"], t["best_baseline"]) == ("b", True, "o")
     assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["best_non_oracle"] == "other-checkpoint"
 
 
@@ -108,4 +114,7 @@ def test_report_overview_lists_every_scenario(evaluation):
     row = (f"| synthetic-3 | {s['tapfinger']['mean_jct']:.2f} | {best} {s[best]['mean_jct']:.2f} "
            f"| {summary['paired'][best]['mean_diff']:+.2f} [{lo:+.2f}, {hi:+.2f}] |")
     assert row in overview
+    closest = t["best_baseline"]
+    ratio = s[closest]["mean_jct"] / summary["bound"]["mean_jct"]
+    assert f"| {closest} {ratio:.2f} | {'yes' if t['met'] else 'no'} |" in overview
     assert "| sjf-3 | no checkpoint |" in overview
