@@ -153,7 +153,7 @@ def target_check(schedulers: dict[str, Any], paired: dict[str, Any], oracle: Seq
     beats = None if hi is None else bool(hi < 0.0)
     ratio = tap / bound if tap is not None and bound > 0 else None
     within = None if ratio is None else bool(ratio <= BOUND_RATIO_TARGET)
-    closest = _best(schedulers, others)
+    closest = _best(schedulers, [n for n in (best_online, best_oracle) if n])  # the closer of the two
     closest_ratio = schedulers[closest]["mean_jct"] / bound if closest and bound > 0 else None
     return {
         "best_non_oracle": best_online,
@@ -349,8 +349,8 @@ def target_text(summary: dict[str, Any], policy: str) -> str:
     within = "yes" if t["within_bound_ratio"] else "no"
     oracle = t["best_oracle"]
     oracle_text = f"; best oracle baseline {oracle} (paired Δ {_paired_text(summary['paired'][oracle])})" if oracle else ""
-    closest, closest_ratio = t.get("best_baseline"), t.get("best_baseline_bound_ratio")
-    closest_text = f", closest baseline {closest} {closest_ratio:.2f}x" if closest_ratio is not None else ""
+    closest_ratio = t["best_baseline_bound_ratio"]
+    closest_text = f", closest baseline {t['best_baseline']} {closest_ratio:.2f}x" if closest_ratio is not None else ""
     return (f"target: {policy} below the best non-oracle baseline {best} with the paired 95% interval below 0: "
             f"{beats} ({_paired_text(summary['paired'][best])}); within {BOUND_RATIO_TARGET:g}x bound: {within} "
             f"({ratio:.2f}x{closest_text}){oracle_text} -> {'MET' if t['met'] else 'not met'}")
