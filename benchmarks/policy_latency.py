@@ -7,7 +7,10 @@ Keys (CPU always, CUDA too when available):
   ``<dev>-N6-train-b256`` samples per second of ``evaluate()`` forward + backward (a PPO minibatch)
   ``<dev>-N6-train-b<big>`` the same at the large training batch (1024 on CPU, 4096 on CUDA)
 Observations come from a simulator driven by random placements (realistic pending/running
-load). Usage::
+load). Under ``flops`` the JSON gives the matrix-product work per sample of the large-batch keys
+(MFLOP, counted by ``torch.utils.flop_counter.FlopCounterMode``: matmuls only, elementwise work
+not counted) and, under ``gflops``, the rate they ran at (MFLOP/sample x samples/s): set
+against the machine's matmul peak, that says whether a key is bound by arithmetic or by overhead. Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
         [--encoder auto|dense|pyg] [--faithful] [--big-threads 2] [--compile MODE]
@@ -36,6 +39,7 @@ import time
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.train_config import COMPILE_MODES
@@ -94,6 +98,13 @@ def time_calls(fn, repeats: int, warmup: int, device: torch.device) -> tuple[flo
     return statistics.median(wall), statistics.median(cpu)
 
 
+def mflop_per_sample(fn, batch: int) -> float:
+    """Matrix-product MFLOP per sample of one call ``fn()`` on a batch of ``batch`` samples."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return round(counter.get_total_flops() / batch / 1e6, 3)
+
+
 def big_batch(device: torch.device) -> int:
     """The large training batch: 1024 on CPU, 4096 on an accelerator."""
     return 1024 if device.type == "cpu" else 4096
@@ -107,14 +118,16 @@ def act_batches(device: torch.device) -> tuple[int, ...]:
 def bench_device(
     device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool, big_threads: int | None = None,
     compile_mode: str | None = None,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """``(wall-clock results, process-CPU-time results)`` with the same keys.
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """``(wall-clock results, process-CPU-time results, MFLOP per sample)``: the first two with
+    the same keys, the third for the large-batch keys (see :func:`mflop_per_sample`).
 
     ``big_threads``: torch threads for the large-batch keys (default: unchanged).
     ``compile_mode``: :meth:`TapFingerPolicy.compile_passes` first (the warm-up calls compile).
     """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    flops: dict[str, float] = {}
     tag = device.type
     big = big_batch(device)
     for n in SIZES:
@@ -154,6 +167,8 @@ def bench_device(
             w, c = time_calls(step, max(2, repeats // (10 if size == 256 else 20)), 1, device)
             key = f"{tag}-N6-train-b{size}"
             res[key], cpu[key] = round(size / w, 1), round(size / max(c, 1e-9), 1)
+            if size == big:
+                flops[key] = mflop_per_sample(step, size)
             pol.eval()
         if big_threads:
             torch.set_num_threads(big_threads)
@@ -161,8 +176,9 @@ def bench_device(
             sub = {k: v[:size] for k, v in many.items()}
             w, c = time_calls(lambda: pol.act(sub, generator=gen), max(2, repeats // 20), 1, device)
             res[f"{tag}-N6-b{size}"], cpu[f"{tag}-N6-b{size}"] = round(size / w, 1), round(size / max(c, 1e-9), 1)
+            flops[f"{tag}-N6-b{size}"] = mflop_per_sample(lambda: pol.act(sub, generator=gen), size)
         torch.set_num_threads(threads)
-    return res, cpu
+    return res, cpu, flops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,16 +209,21 @@ def main(argv: list[str] | None = None) -> int:
         devices.append(torch.device("cuda"))
     results: dict[str, object] = {}
     cpu_time: dict[str, float] = {}
+    flops: dict[str, float] = {}
     for dev in devices:
-        wall, cpu = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train, args.big_threads,
-                                 args.compile)
+        wall, cpu, dev_flops = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train,
+                                            args.big_threads, args.compile)
         results.update(wall)
         cpu_time.update(cpu)
+        flops.update(dev_flops)
         if not args.json:
             for k, v in wall.items():
                 unit = "samples/s" if "-b" in k else "ms/round"
-                print(f"{k:>22}: {v:>9} {unit:<9} (process CPU time: {cpu[k]})")
+                work = f", {dev_flops[k]} MFLOP/sample, {dev_flops[k] * v / 1000:.1f} GFLOP/s" if k in dev_flops else ""
+                print(f"{k:>22}: {v:>9} {unit:<9} (process CPU time: {cpu[k]}{work})")
     results["cpu_time"] = cpu_time
+    results["flops"] = flops
+    results["gflops"] = {k: round(v * results[k] / 1000, 2) for k, v in flops.items()}
     results["settings"] = {"threads": args.threads, "big_threads": args.big_threads or args.threads,
                            "repeats": args.repeats, "policy": cfg.to_dict(), "compile": args.compile,
                            "torch": torch.__version__}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from agents.baselines import make_scheduler
 from envs import load_scenario, run_episode
@@ -152,3 +153,23 @@ def test_update_minibatch_benchmark_reports_both_pointer_layouts(capsys):
     assert out["full_rows_samples_per_s"] > 0 and out["compact_rows_samples_per_s"] > 0
     with pytest.raises(SystemExit):
         mod.main(["--batch", "128", "--collect", "64"])  # a minibatch larger than what was collected
+
+
+def test_flop_count_of_a_known_product():
+    mod = bench("policy_latency")
+    a, b = torch.ones(8, 32), torch.ones(32, 16)
+    assert mod.mflop_per_sample(lambda: a @ b, batch=8) == round(2 * 8 * 32 * 16 / 8 / 1e6, 3)
+
+
+def test_policy_latency_keys_flops_and_rates(capsys):
+    mod = bench("policy_latency")
+    assert mod.main(["--cpu-only", "--no-train", "--repeats", "1", "--warmup", "0"]) == 0
+    out = last_json(capsys.readouterr().out)
+    keys = {"cpu-N3", "cpu-N3-b64", "cpu-N6", "cpu-N6-b64", "cpu-N6-b1024", "cpu-N24", "cpu-N24-b64"}
+    assert keys <= set(out) and keys <= set(out["cpu_time"])
+    assert set(out["flops"]) == {"cpu-N6-b1024"}
+    # hidden 128, 3 HAN layers and a 2-layer pointer over 6 x 10 slots: millions of flops per sample
+    assert 1.0 < out["flops"]["cpu-N6-b1024"] < 1000.0
+    assert out["gflops"]["cpu-N6-b1024"] == pytest.approx(out["flops"]["cpu-N6-b1024"] * out["cpu-N6-b1024"] / 1000,
+                                                          abs=0.01)
+    assert mod.main(["--threads", "0"]) == 2
