@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from envs.config_section import ConfigSection, at_least, one_of, rule
-from agents.conflict import PRIORS, resolve_conflicts
+from agents.conflict import CONFLICT_MODES, PRIORS, resolve_conflicts
 from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
@@ -69,8 +69,12 @@ class PolicyConfig(ConfigSection):
     on when faithful). ``pointer_dim``/``pointer_ffn``/``pointer_layers``/``pointer_heads``:
     pointer transformer size. ``mlp_layers``: depth of the MLP encoder (``no-han``, ``vanilla``). ``shared_actors``: one
     set of actor/critic-head weights for any number of clusters (False: one per agent, the
-    paper's layout, tied to the scenario's N). ``prior``: conflict prior, ``paper`` (eq. 11)
-    or ``code`` (the reference code's softmax). ``encoder``: how the HAN runs, ``dense``
+    paper's layout, tied to the scenario's N). ``conflicts``: how agents that want the same
+    task are reconciled (:data:`agents.conflict.CONFLICT_MODES`): ``bayes`` (default, paper
+    eq. 11: independent choices, one winner per task, the others lose the step) or
+    ``sequential`` (agents choose in index order, each over the tasks no lower agent took).
+    ``prior``: the Bayes conflict prior, ``paper`` (eq. 11) or ``code`` (the reference code's
+    softmax). ``encoder``: how the HAN runs, ``dense``
     (masked attention over the padded observation axes, static shapes, no host sync), ``pyg``
     (the reference: a torch-geometric heterogeneous graph built per forward) or ``auto``
     (default: ``pyg`` for CPU batches of 8 or more, where it measured faster, ``dense``
@@ -86,6 +90,7 @@ class PolicyConfig(ConfigSection):
     self_relation: bool = False
     shared_actors: bool = True
     prior: str = "paper"
+    conflicts: str = "bayes"
     pointer_dim: int = 64
     pointer_layers: int = 2
     pointer_heads: int = 4
@@ -93,6 +98,10 @@ class PolicyConfig(ConfigSection):
     mlp_layers: int = 4
     alloc_head: str = "factorised"
     encoder: str = "auto"
+
+    #: fields that choose how the parameters are run, not which parameters exist: a checkpoint
+    #: trained with any value of them starts a run with any other (``train.init_from``)
+    RUNTIME_FIELDS = ("encoder", "prior", "conflicts")
 
     # declared once (envs/config_section.py): built from a mapping with from_dict (typed,
     # unknown keys refused), validated on construction: field types, then these checks in order
@@ -102,6 +111,7 @@ class PolicyConfig(ConfigSection):
         one_of("alloc_head", AllocationHead.FORMS),
         one_of("encoder", ENCODERS),
         one_of("prior", PRIORS),
+        one_of("conflicts", CONFLICT_MODES),
         *(at_least(name, 1) for name in ("hidden", "han_layers", "heads", "pointer_dim", "pointer_layers",
                                          "pointer_heads", "pointer_ffn", "mlp_layers")),
         rule(lambda c: c.hidden % c.heads == 0, "hidden ({hidden}) must be divisible by heads ({heads})"),
@@ -193,10 +203,64 @@ def _first_argmax(logp: Tensor) -> Tensor:
     return near.to(torch.uint8).argmax(-1)
 
 
+def _gumbel_noise(like: Tensor, generator: torch.Generator | None) -> Tensor:
+    u = torch.rand(like.shape, generator=generator, device=like.device, dtype=like.dtype)
+    return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
+
+
 def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
-    g = -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
-    return (logits + g).argmax(-1)
+    return (logits + _gumbel_noise(logits, generator)).argmax(-1)
+
+
+def _sequential_choice(
+    logits: Tensor,
+    key: Tensor,
+    feasible: Tensor,
+    skip: Tensor,
+    alloc_logp: Tensor | None = None,
+    chosen: Tensor | None = None,
+    deterministic: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """Choices with ``conflicts="sequential"``: agents choose in index order, and a task started
+    by a lower-index agent (``key (B, N, P)``: the task id of each slot) is masked for the later
+    ones, so no two agents ever claim the same task. An agent whose feasible tasks are all
+    taken is *blocked*: it has no choice this step and, like a skipped agent, adds nothing to
+    the loss. Only a start claims its task (a slot chosen with the void allocation does not),
+    so later agents may still take a task an earlier one declined.
+
+    Choosing: ``alloc_logp (B, N, P, A)`` (every slot's allocation log-probabilities) gives each
+    agent's allocation right after its slot; sampling draws one ``(B, N, P)`` and one
+    ``(B, N, A)`` Gumbel noise from ``generator``, in that order. Re-evaluation: ``chosen
+    (B, N, 2)`` are stored ``(slot, allocation)`` pairs, whose masks are rebuilt from them.
+    Returns ``(slot (B, N), allocation (B, N) or None when re-evaluating, log-probabilities of
+    each agent's masked selection (B, N, P), blocked (B, N))``.
+    """
+    B, N, P = logits.shape
+    sampling = chosen is None and not deterministic
+    noise_sel = _gumbel_noise(logits, generator) if sampling else None
+    noise_alloc = _gumbel_noise(alloc_logp[:, :, 0], generator) if sampling else None
+    claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
+    slots, allocs, logps, blocked = [], [], [], []
+    for i in range(N):
+        free = feasible[:, i] & ~claimed.gather(1, key[:, i])  # (B, P)
+        block = ~skip[:, i] & ~free.any(-1)
+        logp = F.log_softmax(logits[:, i].masked_fill(~free, MASK_VALUE), dim=-1)
+        if chosen is not None:
+            slot, alloc = chosen[:, i, 0], chosen[:, i, 1]
+        else:
+            slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, i]).argmax(-1)
+            al = alloc_logp[:, i].gather(1, slot.view(B, 1, 1).expand(-1, 1, alloc_logp.shape[-1])).squeeze(1)
+            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, i]).argmax(-1)
+            allocs.append(alloc)
+        task = key[:, i].gather(1, slot.unsqueeze(1))  # (B, 1)
+        starts = (~skip[:, i] & ~block & (alloc > 0)).unsqueeze(1)
+        claimed = claimed.scatter(1, task, claimed.gather(1, task) | starts)
+        slots.append(slot)
+        logps.append(logp)
+        blocked.append(block)
+    alloc_out = torch.stack(allocs, 1) if allocs else None
+    return torch.stack(slots, 1), alloc_out, torch.stack(logps, 1), torch.stack(blocked, 1)
 
 
 def _entropy(logp: Tensor) -> Tensor:
@@ -399,33 +463,54 @@ class TapFingerPolicy(nn.Module):
         ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
         resolve conflicts between agents that picked the same task, then sample the allocation;
         the random draws (selection, conflict ties, allocation) come from ``generator`` in that
-        order. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
+        order. With ``conflicts="sequential"`` the slots are chosen agent by agent
+        (:func:`_sequential_selection`; no conflict, no tie draw) and blocked agents join the
+        skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
         (``posterior``: the conflict posterior when sampling, else ``None``).
         """
-        skip = ~obs["feasible"].bool().any(-1)
-        sel_logp = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
-        posterior = None
-        if action is None:
-            sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
-        else:
+        feasible = obs["feasible"].bool()
+        skip = ~feasible.any(-1)
+        logits = self._selection_logits(obs, enc)
+        canon = enc.canon
+        if canon is None and (self.cfg.conflicts == "sequential" or action is None):
+            canon = canonical_slots(obs["pending_mask"], obs["pending_where"])[0]  # each slot's task id
+        if action is not None:
             action = torch.as_tensor(action, device=self.device).long()
-            sel = action[..., 0]
-        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-        if action is None:
-            low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-            canon = enc.canon if enc.canon is not None else canonical_slots(obs["pending_mask"], obs["pending_where"])[0]
-            key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            active = ~skip & obs["feasible"].bool().gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
-            lost, posterior = conflict.lost, conflict.posterior
+        posterior = None
+        sequential_alloc = None
+        if self.cfg.conflicts == "sequential":
+            every = self._every_alloc_logp(obs, enc) if action is None else None
+            sel, sequential_alloc, sel_logp, blocked = _sequential_choice(
+                logits, canon, feasible, skip, every, None if action is None else action[..., :2], deterministic,
+                generator)
+            skip = skip | blocked
+            lost = torch.zeros_like(skip)
+            lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
         else:
-            lost = action[..., 2].bool()
-        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
-        if action is None:
-            alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
+            sel_logp = F.log_softmax(logits, dim=-1)
+            if action is None:
+                sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
+            else:
+                sel = action[..., 0]
+            lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            if action is None:
+                low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+                key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+                active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+                conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
+                lost, posterior = conflict.lost, conflict.posterior
+            else:
+                lost = action[..., 2].bool()
+        if sequential_alloc is not None:  # drawn agent by agent, from every slot's log-probs
+            al_logp = every.gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, every.shape[-1])).squeeze(2)
+            alloc = sequential_alloc
         else:
-            alloc = action[..., 1]
+            al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
+            if action is None:
+                alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
+            else:
+                alloc = action[..., 1]
         lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
         log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
         return sel, alloc, lost, log_prob, entropy, skip, posterior
@@ -491,12 +576,15 @@ class TapFingerPolicy(nn.Module):
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
         sel = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
+        skip = ~obs["feasible"].bool().any(-1)
+        return PolicyDistributions(sel, self._every_alloc_logp(obs, enc), skip, self.critic(enc.cluster, enc.glob))
+
+    def _every_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
+        """Allocation log-probabilities of every slot ``(B, N, P, A)``."""
         P = enc.task.shape[2]
         low = obs["pending_min"].long()
         high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
-        alloc = F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
-        skip = ~obs["feasible"].bool().any(-1)
-        return PolicyDistributions(sel, alloc, skip, self.critic(enc.cluster, enc.glob))
+        return F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
 
     @torch.no_grad()
     def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:

@@ -13,7 +13,7 @@ not counted) and, under ``gflops``, the rate they ran at (MFLOP/sample x samples
 against the machine's matmul peak, that says whether a key is bound by arithmetic or by overhead. Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
-        [--encoder auto|dense|pyg] [--faithful] [--big-threads 2] [--compile MODE]
+        [--encoder auto|dense|pyg] [--conflicts bayes|sequential] [--faithful] [--big-threads 2] [--compile MODE]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.train_config import COMPILE_MODES
 from envs import Simulator, load_scenario
@@ -190,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", choices=POLICY_VARIANTS, default="tapfinger")
     ap.add_argument("--faithful", action="store_true", help="paper sizes (PolicyConfig.paper, shared actors)")
     ap.add_argument("--encoder", choices=ENCODERS, default="auto", help="HAN implementation (default auto)")
+    ap.add_argument("--conflicts", choices=CONFLICT_MODES, default="bayes",
+                    help="how agents wanting the same task are reconciled (policy.conflicts; default bayes)")
     ap.add_argument("--big-threads", type=int, default=None,
                     help="torch threads for the large-batch keys (default: --threads)")
     ap.add_argument("--no-train", action="store_true", help="skip the forward+backward throughput")
@@ -202,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, encoder=args.encoder) if args.faithful
-           else PolicyConfig(variant=args.variant, encoder=args.encoder))
+    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, encoder=args.encoder, conflicts=args.conflicts)
+           if args.faithful else PolicyConfig(variant=args.variant, encoder=args.encoder, conflicts=args.conflicts))
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))

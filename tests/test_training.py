@@ -419,6 +419,11 @@ def test_init_from_end_to_end_and_bad_inputs(smoke_run, tmp_path):
     result = run_training(_spec(tmp_path, f"train.init_from={src}", "train.run_name=tuned", config="multi-3", steps=40))
     assert result.env_steps == 40
     assert load_checkpoint(tmp_path / "tuned" / LAST)["train_config"]["init_from"] == str(src)
+    # how the weights run (policy.conflicts, one of PolicyConfig.RUNTIME_FIELDS) may differ; the run's applies
+    seq = run_training(_spec(tmp_path, f"train.init_from={src}", "train.run_name=seq", "policy.conflicts=sequential",
+                             steps=40))
+    assert seq.env_steps == 40
+    assert load_checkpoint(tmp_path / "seq" / LAST)["policy_config"]["conflicts"] == "sequential"
     with pytest.raises(ConfigError, match="policy.hidden=16"):  # another architecture: say what to set
         run_training(_spec(tmp_path, f"train.init_from={src}", "policy.hidden=8", steps=40))
     with pytest.raises(ConfigError, match="exclusive"):

@@ -51,7 +51,8 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
 
     The checkpoint may come from another scenario (that is the point: train at N = 3, fine-tune
     at N = 6) if the policy can act on this one (:func:`~agents.checkpoint.load_policy_checkpoint`
-    checks it) and its architecture equals this run's ``policy`` section; otherwise a
+    checks it) and its architecture equals this run's ``policy`` section (the fields of
+    ``PolicyConfig.RUNTIME_FIELDS``, such as ``conflicts``, may differ: the run's apply); otherwise a
     :class:`~envs.config.ConfigError` names the fields to set. Returns (and with the run's
     progress lines prints) a one-line summary.
     """
@@ -60,7 +61,7 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
     path = str(spec.train.init_from)
     trained, meta = load_policy_checkpoint(path, device="cpu", scenario=spec.scenario)
     have, want = meta["policy_config"].to_dict(), net.cfg.to_dict()
-    differ = [k for k in want if have.get(k) != want[k]]
+    differ = [k for k in want if have.get(k) != want[k] and k not in net.cfg.RUNTIME_FIELDS]
     if differ:
         fix = " ".join(f"policy.{k}={have.get(k)}" for k in differ)
         raise ConfigError(f"init_from {path!r}: the checkpoint's policy differs from this run's in {differ}; "

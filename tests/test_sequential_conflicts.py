@@ -1,0 +1,83 @@
+"""``policy.conflicts=sequential``: agents choose in index order over the tasks no lower agent
+started, so there is never a conflict; stored actions re-evaluate to the same log-probabilities;
+blocked agents are skipped; checkpoints of either mode start runs of the other."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents.policy import PolicyConfig, TapFingerPolicy, _sequential_choice
+from agents.tapfinger import TapFingerScheduler
+from envs import load_scenario, run_episode
+from envs.config import ConfigError
+from networks.graph import canonical_slots
+from networks.heads import MASK_VALUE
+from tests.test_dense_encoder import scenario_batch
+
+SMALL = dict(hidden=32, pointer_dim=32, pointer_ffn=64)
+
+
+def _policy(spec, **cfg) -> TapFingerPolicy:
+    torch.manual_seed(0)
+    return TapFingerPolicy(spec, PolicyConfig(conflicts="sequential", **SMALL, **cfg)).eval()
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("name", ["synthetic-6", "hetero-6", "multi-3"])
+def test_no_two_agents_start_the_same_task_and_evaluate_matches_act(name, deterministic):
+    spec, batch = scenario_batch(name)
+    pol = _policy(spec)
+    out = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(3))
+    sel, alloc, lost = out.action.unbind(-1)
+    assert not lost.any()  # nothing is lost to a conflict
+    key = canonical_slots(batch["pending_mask"].bool(), batch["pending_where"])[0].gather(-1, sel.unsqueeze(-1))
+    starts = (alloc > 0) & ~out.skip
+    for b in range(sel.shape[0]):
+        started = key[b, :, 0][starts[b]].tolist()
+        assert len(started) == len(set(started)), (b, started)
+        # every start is feasible for its agent
+        assert batch["feasible"][b].bool()[starts[b], sel[b][starts[b]]].all()
+    lp, ent, skip, _ = pol.evaluate(batch, out.action)
+    assert torch.equal(skip, out.skip)
+    assert (lp - out.log_prob).abs().max() < 1e-5
+    assert (ent - out.entropy).abs().max() < 1e-5
+
+
+def test_later_agents_are_masked_and_blocked_by_hand():
+    """Two agents, one shared feasible task: agent 0 starts it, agent 1 is blocked (skipped);
+    if agent 0 chooses the void allocation, agent 1 may still start it."""
+    logits = torch.tensor([[[0.0, 0.0], [0.0, 0.0]]])
+    key = torch.tensor([[[1, 0], [1, 0]]])  # slot 0 of both agents holds the task with id 1; slot 1 empty
+    feasible = torch.tensor([[[True, False], [True, False]]])
+    skip = torch.tensor([[False, False]])
+    started = torch.tensor([[[0, 3], [0, 0]]])  # agent 0 starts it (allocation 3)
+    sel, alloc, logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=started)
+    assert alloc is None and blocked.tolist() == [[False, True]]
+    assert logp[0, 0].exp().tolist() == pytest.approx([1.0, 0.0])
+    declined = torch.tensor([[[0, 0], [0, 2]]])  # agent 0 picks it with the void allocation
+    _, _, logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=declined)
+    assert blocked.tolist() == [[False, False]] and logp[0, 1].exp().tolist() == pytest.approx([1.0, 0.0])
+    # choosing: agent 0's only start-able allocation is 1 -> agent 1 blocked
+    every = torch.full((1, 2, 2, 3), MASK_VALUE).log_softmax(-1)
+    every[0, :, 0] = torch.tensor([MASK_VALUE, 0.0, MASK_VALUE]).log_softmax(-1)
+    sel, alloc, _, blocked = _sequential_choice(logits, key, feasible, skip, alloc_logp=every, deterministic=True)
+    assert sel[0, 0] == 0 and alloc[0, 0] == 1 and blocked.tolist() == [[False, True]]
+
+
+def test_bayes_is_the_default_and_unknown_modes_are_refused():
+    assert PolicyConfig().conflicts == "bayes"
+    with pytest.raises(ConfigError, match="conflicts"):
+        PolicyConfig(conflicts="greedy")
+
+
+def test_sequential_scheduler_has_no_conflicts_and_is_seeded(tmp_path):
+    cfg = load_scenario("synthetic-6", ["num_tasks=40"])
+    spec, _ = scenario_batch("synthetic-6")
+    pol = _policy(spec)
+    bayes = TapFingerPolicy(spec, PolicyConfig(**SMALL)).eval()
+    bayes.load_state_dict(pol.state_dict())
+    runs = [run_episode(cfg, TapFingerScheduler(policy=p, deterministic=False), seed=7) for p in (pol, pol, bayes)]
+    assert runs[0].conflicts == 0 and runs[2].conflicts > 0
+    assert np.array_equal(runs[0].jct, runs[1].jct)  # same seed, same episode
