@@ -217,11 +217,11 @@ def _sequential_choice(
     key: Tensor,
     feasible: Tensor,
     skip: Tensor,
-    alloc_logp: Tensor | None = None,
+    alloc_logp: Callable[[int, Tensor], Tensor] | None = None,
     chosen: Tensor | None = None,
     deterministic: bool = False,
     generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None, Tensor]:
     """Choices with ``conflicts="sequential"``: agents choose in index order, and a task started
     by a lower-index agent (``key (B, N, P)``: the task id of each slot) is masked for the later
     ones, so no two agents ever claim the same task. An agent whose feasible tasks are all
@@ -229,19 +229,20 @@ def _sequential_choice(
     the loss. Only a start claims its task (a slot chosen with the void allocation does not),
     so later agents may still take a task an earlier one declined.
 
-    Choosing: ``alloc_logp (B, N, P, A)`` (every slot's allocation log-probabilities) gives each
-    agent's allocation right after its slot; sampling draws one ``(B, N, P)`` and one
-    ``(B, N, A)`` Gumbel noise from ``generator``, in that order. Re-evaluation: ``chosen
-    (B, N, 2)`` are stored ``(slot, allocation)`` pairs, whose masks are rebuilt from them.
-    Returns ``(slot (B, N), allocation (B, N) or None when re-evaluating, log-probabilities of
-    each agent's masked selection (B, N, P), blocked (B, N))``.
+    Choosing: ``alloc_logp(i, slot)`` gives agent ``i``'s allocation log-probabilities ``(B, A)``
+    at ``slot (B,)``, drawn right after the slot; sampling draws one ``(B, N, P)`` and then one
+    ``(B, N, A)`` Gumbel noise from ``generator``. Re-evaluation: ``chosen (B, N, 2)`` are
+    stored ``(slot, allocation)`` pairs, whose masks are rebuilt from them. Returns ``(slot
+    (B, N), allocation (B, N), masked selection log-probabilities (B, N, P), allocation
+    log-probabilities at the slot (B, N, A), blocked (B, N))``; the two allocation entries are
+    ``None`` when re-evaluating.
     """
     B, N, P = logits.shape
     sampling = chosen is None and not deterministic
     noise_sel = _gumbel_noise(logits, generator) if sampling else None
-    noise_alloc = _gumbel_noise(alloc_logp[:, :, 0], generator) if sampling else None
+    noise_alloc = None  # (B, N, A), drawn once the allocation size is known (nothing is drawn in between)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
-    slots, allocs, logps, blocked = [], [], [], []
+    slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
     for i in range(N):
         free = feasible[:, i] & ~claimed.gather(1, key[:, i])  # (B, P)
         block = ~skip[:, i] & ~free.any(-1)
@@ -250,17 +251,22 @@ def _sequential_choice(
             slot, alloc = chosen[:, i, 0], chosen[:, i, 1]
         else:
             slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, i]).argmax(-1)
-            al = alloc_logp[:, i].gather(1, slot.view(B, 1, 1).expand(-1, 1, alloc_logp.shape[-1])).squeeze(1)
+            al = alloc_logp(i, slot)
+            if sampling and noise_alloc is None:
+                noise_alloc = _gumbel_noise(al.unsqueeze(1).expand(-1, N, -1), generator)
             alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, i]).argmax(-1)
             allocs.append(alloc)
+            alloc_logps.append(al)
         task = key[:, i].gather(1, slot.unsqueeze(1))  # (B, 1)
         starts = (~skip[:, i] & ~block & (alloc > 0)).unsqueeze(1)
         claimed = claimed.scatter(1, task, claimed.gather(1, task) | starts)
         slots.append(slot)
         logps.append(logp)
         blocked.append(block)
-    alloc_out = torch.stack(allocs, 1) if allocs else None
-    return torch.stack(slots, 1), alloc_out, torch.stack(logps, 1), torch.stack(blocked, 1)
+    if chosen is not None:
+        return torch.stack(slots, 1), None, torch.stack(logps, 1), None, torch.stack(blocked, 1)
+    return (torch.stack(slots, 1), torch.stack(allocs, 1), torch.stack(logps, 1), torch.stack(alloc_logps, 1),
+            torch.stack(blocked, 1))
 
 
 def _entropy(logp: Tensor) -> Tensor:
@@ -478,12 +484,11 @@ class TapFingerPolicy(nn.Module):
         if action is not None:
             action = torch.as_tensor(action, device=self.device).long()
         posterior = None
-        sequential_alloc = None
+        sequential_alloc = sequential_al_logp = None
         if self.cfg.conflicts == "sequential":
-            every = self._every_alloc_logp(obs, enc) if action is None else None
-            sel, sequential_alloc, sel_logp, blocked = _sequential_choice(
-                logits, canon, feasible, skip, every, None if action is None else action[..., :2], deterministic,
-                generator)
+            sel, sequential_alloc, sel_logp, sequential_al_logp, blocked = _sequential_choice(
+                logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
+                None if action is None else action[..., :2], deterministic, generator)
             skip = skip | blocked
             lost = torch.zeros_like(skip)
             lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
@@ -502,9 +507,8 @@ class TapFingerPolicy(nn.Module):
                 lost, posterior = conflict.lost, conflict.posterior
             else:
                 lost = action[..., 2].bool()
-        if sequential_alloc is not None:  # drawn agent by agent, from every slot's log-probs
-            al_logp = every.gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, every.shape[-1])).squeeze(2)
-            alloc = sequential_alloc
+        if sequential_alloc is not None:  # drawn agent by agent, right after each slot
+            al_logp, alloc = sequential_al_logp, sequential_alloc
         else:
             al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
             if action is None:
@@ -578,6 +582,20 @@ class TapFingerPolicy(nn.Module):
         sel = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
         skip = ~obs["feasible"].bool().any(-1)
         return PolicyDistributions(sel, self._every_alloc_logp(obs, enc), skip, self.critic(enc.cluster, enc.glob))
+
+    def _agent_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Callable[[int, Tensor], Tensor]:
+        """``f(i, slot (B,)) -> (B, A)``: agent ``i``'s allocation log-probabilities at ``slot``
+        (the head's MLP runs once for every slot; the masked joint logits only for the slot asked)."""
+        feats = self.alloc_head.features(enc.task, enc.cluster)  # (B, N, P, F)
+        low, high = obs["pending_min"].long(), obs["alloc_high"].long()
+
+        def at(i: int, slot: Tensor) -> Tensor:
+            idx = slot.view(-1, 1, 1)
+            f = feats[:, i].gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
+            lo = low[:, i].gather(1, idx.expand(-1, 1, 2)).squeeze(1)
+            return F.log_softmax(self.alloc_head.logits(f, lo, high[:, i]), dim=-1)
+
+        return at
 
     def _every_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         """Allocation log-probabilities of every slot ``(B, N, P, A)``."""

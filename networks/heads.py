@@ -138,10 +138,17 @@ class AllocationHead(nn.Module):
 
     def forward(self, task: Tensor, cluster: Tensor, low: Tensor, high: Tensor) -> Tensor:
         """``task (B, N, [S,] H)``, ``cluster (B, N, H)``, bounds ``(B, N, [S,] 2)`` -> ``(B, N, [S,] A)``."""
+        return self.logits(self.features(task, cluster), low, high)
+
+    def features(self, task: Tensor, cluster: Tensor) -> Tensor:
+        """The MLP's raw outputs ``(B, N, [S,] F)`` (``F = A`` joint, ``C1 + G1 + 1`` factorised)."""
         c = self.cluster(cluster)
         if task.dim() == 4:
             c = c.unsqueeze(2)
-        out = self.out(F.relu(self.task(task) + c))
+        return self.out(F.relu(self.task(task) + c))
+
+    def logits(self, out: Tensor, low: Tensor, high: Tensor) -> Tensor:
+        """Raw outputs ``(..., F)`` of :meth:`features` and bounds ``(..., 2)`` -> masked logits ``(..., A)``."""
         if self.form == "joint":
             logits = out
         else:

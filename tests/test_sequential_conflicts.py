@@ -53,17 +53,18 @@ def test_later_agents_are_masked_and_blocked_by_hand():
     feasible = torch.tensor([[[True, False], [True, False]]])
     skip = torch.tensor([[False, False]])
     started = torch.tensor([[[0, 3], [0, 0]]])  # agent 0 starts it (allocation 3)
-    sel, alloc, logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=started)
-    assert alloc is None and blocked.tolist() == [[False, True]]
+    sel, alloc, logp, al_logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=started)
+    assert alloc is None and al_logp is None and blocked.tolist() == [[False, True]]
     assert logp[0, 0].exp().tolist() == pytest.approx([1.0, 0.0])
     declined = torch.tensor([[[0, 0], [0, 2]]])  # agent 0 picks it with the void allocation
-    _, _, logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=declined)
+    _, _, logp, _, blocked = _sequential_choice(logits, key, feasible, skip, chosen=declined)
     assert blocked.tolist() == [[False, False]] and logp[0, 1].exp().tolist() == pytest.approx([1.0, 0.0])
     # choosing: agent 0's only start-able allocation is 1 -> agent 1 blocked
-    every = torch.full((1, 2, 2, 3), MASK_VALUE).log_softmax(-1)
-    every[0, :, 0] = torch.tensor([MASK_VALUE, 0.0, MASK_VALUE]).log_softmax(-1)
-    sel, alloc, _, blocked = _sequential_choice(logits, key, feasible, skip, alloc_logp=every, deterministic=True)
+    only_one = torch.tensor([[MASK_VALUE, 0.0, MASK_VALUE]]).log_softmax(-1)  # (B, A): allocation 1 only
+    sel, alloc, _, al_logp, blocked = _sequential_choice(logits, key, feasible, skip,
+                                                         alloc_logp=lambda i, slot: only_one, deterministic=True)
     assert sel[0, 0] == 0 and alloc[0, 0] == 1 and blocked.tolist() == [[False, True]]
+    assert al_logp.shape == (1, 2, 3)
 
 
 def test_bayes_is_the_default_and_unknown_modes_are_refused():
