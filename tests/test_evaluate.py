@@ -115,9 +115,10 @@ def test_summary_schema_and_table(outputs):
     assert list(summary["schedulers"]) == all_schedulers()
     assert "optimus:preemptive=false" in summary["schedulers"]  # a non-oracle baseline of the target
     keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system", "cpu_util", "gpu_util",
-            "decision_ms"}
+            "decision_ms", "conflicts"}
     for name, s in summary["schedulers"].items():
         assert set(s) == keys, name
+        assert s["conflicts"] == 0.0, name  # centralised baselines never claim a task twice
         assert s["ci95"][0] <= s["ci95"][1]
         assert 0.0 <= s["cpu_util"] <= 1.0 and 0.0 <= s["gpu_util"] <= 1.0
         assert s["decision_ms"] >= 0.0
@@ -276,6 +277,13 @@ def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
     rows = [r for r in read_rows(out / "tasks.csv") if r["scheduler"] == "tapfinger"]
     assert len(rows) == 2 * 12 and all(r["jct"] for r in rows)
     assert "tap. gain" in capsys.readouterr().out
+    # conflicts per episode: what the episodes themselves counted
+    from agents.tapfinger import TapFingerScheduler
+    from envs import load_scenario, run_episode
+
+    cfg = load_scenario("synthetic-3", TINY)
+    direct = [run_episode(cfg, TapFingerScheduler(checkpoint=ckpt), seed).conflicts for seed in summary["seeds"]]
+    assert summary["schedulers"]["tapfinger"]["conflicts"] == pytest.approx(np.mean(direct))
 
 
 def test_checkpoint_of_another_scenario_exits_2(tmp_path):

@@ -15,6 +15,8 @@ Definitions (what ``summary.json`` holds per scheduler):
   every real step of every seed.
 * ``decision_ms``: wall-clock milliseconds of decisions per real step, mean over seeds
   (a timing: it differs between runs).
+* ``conflicts``: claims lost to another agent's claim on the same task, per episode (mean over
+  seeds; 0 for the centralised baselines, and for a policy with ``policy.conflicts=sequential``).
 
 ``bound.mean_jct`` is the pooled mean of every task's fastest possible JCT; ``oracle`` lists
 the baselines informed by the true durations (:func:`agents.baselines.uses_oracle`). With a
@@ -110,8 +112,9 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     out["cpu_util"] = float(used[0] / (steps * capacity[0])) if steps else None
     out["gpu_util"] = float(used[1] / (steps * capacity[1])) if steps else None
     out["decision_ms"] = float(np.mean([r.decision_ms for r in results]))
+    out["conflicts"] = float(np.mean([r.conflicts for r in results]))
     return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system",
-                                "cpu_util", "gpu_util", "decision_ms")}
+                                "cpu_util", "gpu_util", "decision_ms", "conflicts")}
 
 
 def per_seed_means(results: Sequence[EpisodeResult]) -> np.ndarray:
@@ -295,7 +298,7 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         "scheduler; JCT in real steps over all tasks of all seeds; ± = half-width of the 95% t-interval "
         "over per-seed means",
         f"{'scheduler':<{w}}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
-        f"{'GPU %':>7}{'ms/step':>9}" + (f"{'tap. gain':>10}{'paired Δ':>14}" if reduction else "")
+        f"{'GPU %':>7}{'ms/step':>9}{'confl.':>8}" + (f"{'tap. gain':>10}{'paired Δ':>14}" if reduction else "")
         + (f"{'trunc':>6}" if truncated else ""),
     ]
     rows = [(name, s) for name, s in scheds.items()]
@@ -312,7 +315,7 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         line = (
             f"{name:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
             f"{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
-            f"{_f(s['decision_ms'], 9, 3)}"
+            f"{_f(s['decision_ms'], 9, 3)}{_f(s['conflicts'], 8, 1)}"
         )
         if reduction:
             r = reduction.get(name)
