@@ -27,6 +27,7 @@ from typing import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agents.conflict import CONFLICT_MODES
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
     from agents.train_config import DEVICES, EVAL_ACTIONS
     from agents.variants import VARIANT_NAMES
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy-action", default=None, choices=EVAL_ACTIONS,
                    help="how checkpoints act: the most likely joint action or a (seeded) sample "
                         "(default: as each checkpoint's training run validated it, train.eval_action)")
+    p.add_argument("--policy-conflicts", default=None, choices=CONFLICT_MODES,
+                   help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "
+                        "paper) or choosing in index order (default: as each checkpoint's policy.conflicts)")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
     p.add_argument("--report", action="store_true",
@@ -175,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
         path = run_report(names, seeds, Path(args.out or "results"), selection=args.schedulers,
                           overrides=args.overrides, workers=args.workers, device=device, progress=progress,
                           checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
-                          command=getattr(args, "command", ""), policy_action=args.policy_action)
+                          command=getattr(args, "command", ""), policy_action=args.policy_action,
+                          policy_conflicts=args.policy_conflicts)
         print(f"wrote {path}", file=sys.stderr)
         return 0
     if args.checkpoint_dir:
@@ -186,9 +191,11 @@ def run(args: argparse.Namespace) -> int:
     from envs.progress import build_progress_functions
 
     build_progress_functions(cfg)  # a missing trace file is bad input: fail before any run
-    if args.policy_action and not args.checkpoint:
-        raise ConfigError("--policy-action applies to checkpoints: give --checkpoint PATH (or --report)")
-    specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action)
+    for flag, value in (("--policy-action", args.policy_action), ("--policy-conflicts", args.policy_conflicts)):
+        if value and not args.checkpoint:
+            raise ConfigError(f"{flag} applies to checkpoints: give --checkpoint PATH (or --report)")
+    specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action,
+                               policy_conflicts=args.policy_conflicts)
     out = Path(args.out or Path("results") / cfg.name)
     run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
                                       progress=progress, extra={"overrides": list(args.overrides)})

@@ -328,6 +328,34 @@ def test_policy_action_comes_from_the_checkpoint_or_the_flag(tmp_path, cfg):
 def test_policy_action_needs_a_checkpoint(tmp_path):
     proc = cli("--scenario", "synthetic-3", "--policy-action", "sample", "--out", str(tmp_path / "out"), *TINY)
     assert proc.returncode == 2 and "--policy-action applies to checkpoints" in proc.stderr, proc.stderr
+    proc = cli("--scenario", "synthetic-3", "--policy-conflicts", "sequential", "--out", str(tmp_path / "o2"), *TINY)
+    assert proc.returncode == 2 and "--policy-conflicts applies to checkpoints" in proc.stderr, proc.stderr
+
+
+def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path):
+    """A Bayes checkpoint evaluated with --policy-conflicts sequential loses no claim and
+    equals a direct run of the same weights in sequential mode; run.json records the mode."""
+    import dataclasses
+
+    from agents.tapfinger import TapFingerScheduler
+    from envs import run_episode
+
+    ckpt = _tiny_checkpoint(tmp_path / "tiny.pt", "multi-3")
+    results = {}
+    for mode in ("bayes", "sequential"):
+        out = tmp_path / mode
+        flags = ["--policy-conflicts", mode] if mode == "sequential" else []
+        assert evaluate_main()(["--scenario", "multi-3", "--checkpoint", str(ckpt), "--schedulers", "min", "--seeds",
+                                "2", "--workers", "1", "--out", str(out), "--quiet", *flags, *TINY]) == 0
+        assert json.loads((out / "run.json").read_text())["checkpoints"]["tapfinger"]["conflicts"] == mode
+        results[mode] = json.loads((out / "summary.json").read_text())
+    assert results["bayes"]["schedulers"]["tapfinger"]["conflicts"] > 0
+    assert results["sequential"]["schedulers"]["tapfinger"]["conflicts"] == 0
+    cfg = load_scenario("multi-3", TINY).for_evaluation()
+    sched = TapFingerScheduler(checkpoint=ckpt)
+    sched.policy.cfg = dataclasses.replace(sched.policy.cfg, conflicts="sequential")
+    direct = [run_episode(cfg, sched, seed).jct.mean() for seed in results["sequential"]["seeds"]]
+    assert results["sequential"]["schedulers"]["tapfinger"]["mean_jct"] == pytest.approx(np.mean(direct))
 
 
 # ------------------------------------------------------------------------ report

@@ -70,7 +70,8 @@ def evaluate_scenario(
                 print(f"warning: checkpoint {spec.checkpoint!r} was trained on {spec.trained_on!r}; "
                       f"evaluating it on {cfg.name!r}", file=sys.stderr)
             checkpoints[spec.name] = {"path": spec.checkpoint, "variant": spec.variant,
-                                      "trained_on": spec.trained_on, "action": spec.action}
+                                      "trained_on": spec.trained_on, "action": spec.action,
+                                      "conflicts": spec.conflicts}
     run = run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress)
     meta = dict(extra or {})
     if checkpoints:

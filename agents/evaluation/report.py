@@ -203,12 +203,14 @@ def run_report(
     checkpoint_dir: Path = CHECKPOINT_DIR,
     command: str = "",
     policy_action: str | None = None,
+    policy_conflicts: str | None = None,
 ) -> Path:
     """Evaluate every report scenario into ``out/<scenario>/`` and write ``out/REPORT.md``.
 
     Every scenario, scheduler list and shipped checkpoint is validated before any run starts
     (bad input raises :class:`ConfigError`). Each scenario's table is printed as it finishes.
-    ``policy_action`` overrides how the checkpoints act (None: as each checkpoint says).
+    ``policy_action`` and ``policy_conflicts`` override how the checkpoints act and how their
+    agents are reconciled (None: as each checkpoint says).
     """
     from . import evaluate_scenario
 
@@ -217,7 +219,8 @@ def run_report(
         cfg = load_scenario(name, overrides).for_evaluation()
         build_progress_functions(cfg)  # a missing trace table fails here, before any run
         ckpt = shipped_checkpoint(name, checkpoint_dir)
-        specs = resolve_schedulers(selection, [str(ckpt)] if ckpt else [], cfg, policy_action=policy_action)
+        specs = resolve_schedulers(selection, [str(ckpt)] if ckpt else [], cfg, policy_action=policy_action,
+                                   policy_conflicts=policy_conflicts)
         plans.append((name, cfg, ckpt, specs))
     if not plans:
         raise ConfigError("no scenario to report on")

@@ -12,6 +12,8 @@ given), so a baseline-only evaluation never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
+
 import multiprocessing
 import os
 import re
@@ -51,8 +53,10 @@ class SchedulerSpec:
 
     ``name`` is the label in every output; ``baseline`` the registry name and ``options`` its
     constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
-    ``variant`` its policy variant, ``trained_on`` the scenario stored in it and ``action`` how
-    it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) (policies).
+    ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
+    it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) and
+    ``conflicts`` how its agents are reconciled (``bayes`` or ``sequential``,
+    :data:`~agents.conflict.CONFLICT_MODES`) (policies).
     """
 
     name: str
@@ -62,6 +66,7 @@ class SchedulerSpec:
     variant: str = ""
     trained_on: str | None = None
     action: str = ""
+    conflicts: str = ""
 
     @property
     def is_policy(self) -> bool:
@@ -130,6 +135,7 @@ def checkpoint_names(paths: Sequence[str | Path], variants: Sequence[str], taken
 def resolve_schedulers(
     selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None,
     policy_action: str | None = None,
+    policy_conflicts: str | None = None,
 ) -> list[SchedulerSpec]:
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
@@ -140,16 +146,21 @@ def resolve_schedulers(
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
-    checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`).
+    checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`); their agents are
+    reconciled by ``policy_conflicts`` (``bayes`` or ``sequential``), or None: as each
+    checkpoint's ``policy.conflicts`` says.
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
+    from agents.conflict import CONFLICT_MODES
     from agents.train_config import EVAL_ACTIONS
 
     from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
     if policy_action is not None and policy_action not in EVAL_ACTIONS:
         raise ConfigError(f"policy action must be one of {list(EVAL_ACTIONS)}, got {policy_action!r}")
+    if policy_conflicts is not None and policy_conflicts not in CONFLICT_MODES:
+        raise ConfigError(f"policy conflicts must be one of {list(CONFLICT_MODES)}, got {policy_conflicts!r}")
     known = available_schedulers()
     text = (selection or "").strip()
     if text == "all":
@@ -179,7 +190,8 @@ def resolve_schedulers(
         names = checkpoint_names(checkpoints, [i["variant"] for i in infos], taken=[s.name for s in specs])
         unknown += [n for n in policy_items if n not in names and not POLICY_PATTERN.fullmatch(n)]
         policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
-                                  trained_on=info["trained_on"], action=policy_action or info["action"])
+                                  trained_on=info["trained_on"], action=policy_action or info["action"],
+                                  conflicts=policy_conflicts or info["conflicts"])
                     for name, path, info in zip(names, checkpoints, infos)]
     else:
         unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
@@ -199,7 +211,7 @@ def resolve_schedulers(
 def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     """Load a checkpoint once (CPU) and check it can act on ``cfg``.
 
-    Returns ``{"variant", "trained_on", "action"}``. Every problem (missing, corrupt, other
+    Returns ``{"variant", "trained_on", "action", "conflicts"}``. Every problem (missing, corrupt, other
     architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
@@ -207,7 +219,7 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
 
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
-            "action": checkpoint_eval_action(meta, path)}
+            "action": checkpoint_eval_action(meta, path), "conflicts": policy.cfg.conflicts}
 
 
 # ---------------------------------------------------------------------------------------
@@ -234,7 +246,9 @@ class Worker:
         from agents.train_config import SAMPLE
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
-            self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
+            policy = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
+            policy.cfg = dataclasses.replace(policy.cfg, conflicts=spec.conflicts)  # same weights, either mode
+            self.policies[spec.name] = policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
                                   deterministic=spec.action != SAMPLE)
 
