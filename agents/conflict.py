@@ -28,7 +28,7 @@ PRIORS = ("paper", "code")
 #: how agents that want the same task are reconciled (``PolicyConfig.conflicts``): ``bayes``
 #: (paper eq. 11: every agent chooses independently, :func:`resolve_conflicts` keeps one claim
 #: per task and the others lose the step) or ``sequential`` (agents choose in index order and a
-#: task chosen by a lower-index agent is masked for the later ones: no conflict can arise;
+#: task started by a lower-index agent is masked for the later ones: no conflict can arise;
 #: ``TapFingerPolicy`` implements it in its joint pass)
 CONFLICT_MODES = ("bayes", "sequential")
 _BIG = 1e18

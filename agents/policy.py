@@ -72,7 +72,7 @@ class PolicyConfig(ConfigSection):
     paper's layout, tied to the scenario's N). ``conflicts``: how agents that want the same
     task are reconciled (:data:`agents.conflict.CONFLICT_MODES`): ``bayes`` (default, paper
     eq. 11: independent choices, one winner per task, the others lose the step) or
-    ``sequential`` (agents choose in index order, each over the tasks no lower agent took).
+    ``sequential`` (agents choose in index order, each over the tasks no lower agent started).
     ``prior``: the Bayes conflict prior, ``paper`` (eq. 11) or ``code`` (the reference code's
     softmax). ``encoder``: how the HAN runs, ``dense``
     (masked attention over the padded observation axes, static shapes, no host sync), ``pyg``
@@ -470,7 +470,7 @@ class TapFingerPolicy(nn.Module):
         resolve conflicts between agents that picked the same task, then sample the allocation;
         the random draws (selection, conflict ties, allocation) come from ``generator`` in that
         order. With ``conflicts="sequential"`` the slots are chosen agent by agent
-        (:func:`_sequential_selection`; no conflict, no tie draw) and blocked agents join the
+        (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict, no tie draw) and blocked agents join the
         skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
         (``posterior``: the conflict posterior when sampling, else ``None``).

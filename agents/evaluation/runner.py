@@ -13,7 +13,6 @@ given), so a baseline-only evaluation never imports torch.
 from __future__ import annotations
 
 import dataclasses
-
 import multiprocessing
 import os
 import re
