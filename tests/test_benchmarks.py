@@ -173,3 +173,11 @@ def test_policy_latency_keys_flops_and_rates(capsys):
     assert out["gflops"]["cpu-N6-b1024"] == pytest.approx(out["flops"]["cpu-N6-b1024"] * out["cpu-N6-b1024"] / 1000,
                                                           abs=0.01)
     assert mod.main(["--threads", "0"]) == 2
+    assert out["settings"]["policy"]["conflicts"] == "bayes"
+
+
+def test_policy_latency_sequential_conflicts(capsys):
+    mod = bench("policy_latency")
+    assert mod.main(["--cpu-only", "--no-train", "--repeats", "1", "--warmup", "0", "--conflicts", "sequential"]) == 0
+    out = last_json(capsys.readouterr().out)
+    assert out["settings"]["policy"]["conflicts"] == "sequential" and out["cpu-N6"] > 0
