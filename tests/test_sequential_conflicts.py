@@ -24,11 +24,12 @@ def _policy(spec, **cfg) -> TapFingerPolicy:
     return TapFingerPolicy(spec, PolicyConfig(conflicts="sequential", **SMALL, **cfg)).eval()
 
 
+@pytest.mark.parametrize("opts", [{}, {"shared_actors": False, "alloc_head": "joint"}], ids=["shared", "per-agent-joint"])
 @pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("name", ["synthetic-6", "hetero-6", "multi-3"])
-def test_no_two_agents_start_the_same_task_and_evaluate_matches_act(name, deterministic):
+def test_no_two_agents_start_the_same_task_and_evaluate_matches_act(name, deterministic, opts):
     spec, batch = scenario_batch(name)
-    pol = _policy(spec)
+    pol = _policy(spec, **opts)
     out = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(3))
     sel, alloc, lost = out.action.unbind(-1)
     assert not lost.any()  # nothing is lost to a conflict
