@@ -484,32 +484,31 @@ class TapFingerPolicy(nn.Module):
         if action is not None:
             action = torch.as_tensor(action, device=self.device).long()
         posterior = None
-        sequential_alloc = sequential_al_logp = None
-        if self.cfg.conflicts == "sequential":
-            sel, sequential_alloc, sel_logp, sequential_al_logp, blocked = _sequential_choice(
+        sequential = self.cfg.conflicts == "sequential"
+        alloc = al_logp = None  # drawn agent by agent, right after each slot, when choosing sequentially
+        if sequential:
+            sel, alloc, sel_logp, al_logp, blocked = _sequential_choice(
                 logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
                 None if action is None else action[..., :2], deterministic, generator)
             skip = skip | blocked
-            lost = torch.zeros_like(skip)
-            lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
         else:
             sel_logp = F.log_softmax(logits, dim=-1)
             if action is None:
                 sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
             else:
                 sel = action[..., 0]
-            lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            if action is None:
-                low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-                key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-                active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-                conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
-                lost, posterior = conflict.lost, conflict.posterior
-            else:
-                lost = action[..., 2].bool()
-        if sequential_alloc is not None:  # drawn agent by agent, right after each slot
-            al_logp, alloc = sequential_al_logp, sequential_alloc
+        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+        if sequential:
+            lost = torch.zeros_like(skip)
+        elif action is None:
+            low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+            key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
+            lost, posterior = conflict.lost, conflict.posterior
         else:
+            lost = action[..., 2].bool()
+        if alloc is None:
             al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
             if action is None:
                 alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
@@ -580,8 +579,12 @@ class TapFingerPolicy(nn.Module):
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
         sel = F.log_softmax(self._selection_logits(obs, enc), dim=-1)
+        P = enc.task.shape[2]
+        low = obs["pending_min"].long()
+        high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
+        alloc = F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
         skip = ~obs["feasible"].bool().any(-1)
-        return PolicyDistributions(sel, self._every_alloc_logp(obs, enc), skip, self.critic(enc.cluster, enc.glob))
+        return PolicyDistributions(sel, alloc, skip, self.critic(enc.cluster, enc.glob))
 
     def _agent_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Callable[[int, Tensor], Tensor]:
         """``f(i, slot (B,)) -> (B, A)``: agent ``i``'s allocation log-probabilities at ``slot``
@@ -596,13 +599,6 @@ class TapFingerPolicy(nn.Module):
             return F.log_softmax(self.alloc_head.logits(f, lo, high[:, i]), dim=-1)
 
         return at
-
-    def _every_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
-        """Allocation log-probabilities of every slot ``(B, N, P, A)``."""
-        P = enc.task.shape[2]
-        low = obs["pending_min"].long()
-        high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
-        return F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
 
     @torch.no_grad()
     def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:

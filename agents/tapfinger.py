@@ -13,6 +13,7 @@ conflict tie-breaks) come from a ``torch.Generator`` seeded from the simulator's
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,9 @@ class TapFingerScheduler:
     ``name`` is the policy variant (``tapfinger``, ``no-han``, ``no-pointer``, ``vanilla``).
     ``deterministic``: take the most likely joint action (True) or sample it (False); None:
     as the checkpoint's run validated it (:func:`~agents.checkpoint.checkpoint_eval_action`),
-    True for a policy object.
+    True for a policy object. ``conflicts``: run the policy's agents in this mode
+    (:data:`~agents.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
+    weights serve either); None: as the policy's config says.
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class TapFingerScheduler:
         policy: TapFingerPolicy | None = None,
         device: str | torch.device = "cpu",
         deterministic: bool | None = None,
+        conflicts: str | None = None,
     ) -> None:
         if (checkpoint is None) == (policy is None):
             raise ConfigError("TapFingerScheduler needs exactly one of checkpoint= or policy=")
@@ -64,6 +68,8 @@ class TapFingerScheduler:
         else:
             self.policy, self.meta = policy.to(self.device), {}
         self.policy.eval()
+        if conflicts is not None:
+            self.policy.cfg = dataclasses.replace(self.policy.cfg, conflicts=conflicts)  # validated: ConfigError
         if deterministic is None:
             deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == ARGMAX
         self.deterministic = bool(deterministic)

@@ -172,8 +172,8 @@ def test_policy_latency_keys_flops_and_rates(capsys):
     assert 1.0 < out["flops"]["cpu-N6-b1024"] < 1000.0
     assert out["gflops"]["cpu-N6-b1024"] == pytest.approx(out["flops"]["cpu-N6-b1024"] * out["cpu-N6-b1024"] / 1000,
                                                           abs=0.01)
-    assert mod.main(["--threads", "0"]) == 2
     assert out["settings"]["policy"]["conflicts"] == "bayes"
+    assert mod.main(["--threads", "0"]) == 2
 
 
 def test_policy_latency_sequential_conflicts(capsys):

@@ -335,8 +335,6 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
 def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path):
     """A Bayes checkpoint evaluated with --policy-conflicts sequential loses no claim and
     equals a direct run of the same weights in sequential mode; run.json records the mode."""
-    import dataclasses
-
     from agents.tapfinger import TapFingerScheduler
     from envs import run_episode
 
@@ -352,8 +350,7 @@ def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path):
     assert results["bayes"]["schedulers"]["tapfinger"]["conflicts"] > 0
     assert results["sequential"]["schedulers"]["tapfinger"]["conflicts"] == 0
     cfg = load_scenario("multi-3", TINY).for_evaluation()
-    sched = TapFingerScheduler(checkpoint=ckpt)
-    sched.policy.cfg = dataclasses.replace(sched.policy.cfg, conflicts="sequential")
+    sched = TapFingerScheduler(checkpoint=ckpt, conflicts="sequential")
     direct = [run_episode(cfg, sched, seed).jct.mean() for seed in results["sequential"]["seeds"]]
     assert results["sequential"]["schedulers"]["tapfinger"]["mean_jct"] == pytest.approx(np.mean(direct))
 

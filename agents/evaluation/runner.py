@@ -12,7 +12,6 @@ given), so a baseline-only evaluation never imports torch.
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import re
@@ -245,11 +244,9 @@ class Worker:
         from agents.train_config import SAMPLE
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
-            policy = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
-            policy.cfg = dataclasses.replace(policy.cfg, conflicts=spec.conflicts)  # same weights, either mode
-            self.policies[spec.name] = policy
+            self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
-                                  deterministic=spec.action != SAMPLE)
+                                  deterministic=spec.action != SAMPLE, conflicts=spec.conflicts)
 
     def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
         """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
