@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: as each checkpoint's training run validated it, train.eval_action)")
     p.add_argument("--policy-conflicts", default=None, choices=CONFLICT_MODES,
                    help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "
-                        "paper) or choosing in index order (default: as each checkpoint's policy.conflicts)")
+                        "paper), choosing in index order, or in order of decreasing free room (default: as "
+                        "each checkpoint's policy.conflicts)")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
     p.add_argument("--report", action="store_true",

@@ -27,10 +27,13 @@ from torch import Tensor
 PRIORS = ("paper", "code")
 #: how agents that want the same task are reconciled (``PolicyConfig.conflicts``): ``bayes``
 #: (paper eq. 11: every agent chooses independently, :func:`resolve_conflicts` keeps one claim
-#: per task and the others lose the step) or ``sequential`` (agents choose in index order and a
-#: task started by a lower-index agent is masked for the later ones: no conflict can arise;
-#: ``TapFingerPolicy`` implements it in its joint pass)
-CONFLICT_MODES = ("bayes", "sequential")
+#: per task and the others lose the step), ``sequential`` (agents choose in index order and a
+#: task started by an earlier agent is masked for the later ones: no conflict can arise;
+#: ``TapFingerPolicy`` implements it in its joint pass) or ``room`` (the same, agents ordered
+#: by decreasing free room of their clusters, ``agents.policy.room_order``)
+CONFLICT_MODES = ("bayes", "sequential", "room")
+#: the modes in which agents choose one after another
+SEQUENTIAL_MODES = ("sequential", "room")
 _BIG = 1e18
 
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from envs.config_section import ConfigSection, at_least, one_of, rule
-from agents.conflict import CONFLICT_MODES, PRIORS, resolve_conflicts
+from agents.conflict import CONFLICT_MODES, PRIORS, SEQUENTIAL_MODES, resolve_conflicts
 from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
@@ -71,8 +71,9 @@ class PolicyConfig(ConfigSection):
     set of actor/critic-head weights for any number of clusters (False: one per agent, the
     paper's layout, tied to the scenario's N). ``conflicts``: how agents that want the same
     task are reconciled (:data:`agents.conflict.CONFLICT_MODES`): ``bayes`` (default, paper
-    eq. 11: independent choices, one winner per task, the others lose the step) or
-    ``sequential`` (agents choose in index order, each over the tasks no lower agent started).
+    eq. 11: independent choices, one winner per task, the others lose the step),
+    ``sequential`` (agents choose in index order, each over the tasks no earlier agent started)
+    or ``room`` (the same in order of decreasing free room, :func:`room_order`).
     ``prior``: the Bayes conflict prior, ``paper`` (eq. 11) or ``code`` (the reference code's
     softmax). ``encoder``: how the HAN runs, ``dense``
     (masked attention over the padded observation axes, static shapes, no host sync), ``pyg``
@@ -217,14 +218,17 @@ def _sequential_choice(
     key: Tensor,
     feasible: Tensor,
     skip: Tensor,
-    alloc_logp: Callable[[int, Tensor], Tensor] | None = None,
+    alloc_logp: Callable[[int | Tensor, Tensor], Tensor] | None = None,
     chosen: Tensor | None = None,
     deterministic: bool = False,
     generator: torch.Generator | None = None,
+    order: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None, Tensor]:
-    """Choices with ``conflicts="sequential"``: agents choose in index order, and a task started
-    by a lower-index agent (``key (B, N, P)``: the task id of each slot) is masked for the later
-    ones, so no two agents ever claim the same task. An agent whose feasible tasks are all
+    """Choices with ``conflicts="sequential"`` or ``"room"``: agents choose one after another,
+    and a task started by an earlier agent (``key (B, N, P)``: the task id of each slot) is
+    masked for the later ones, so no two agents ever claim the same task. The order is the
+    agents' index order, or per sample ``order (B, N)`` (position -> agent; :func:`room_order`
+    for ``"room"``). An agent whose feasible tasks are all
     taken is *blocked*: it has no choice this step and, like a skipped agent, adds nothing to
     the loss. Only a start claims its task (a slot chosen with the void allocation does not),
     so later agents may still take a task an earlier one declined.
@@ -243,30 +247,51 @@ def _sequential_choice(
     noise_alloc = None  # (B, N, A), drawn once the allocation size is known (nothing is drawn in between)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
-    for i in range(N):
-        free = feasible[:, i] & ~claimed.gather(1, key[:, i])  # (B, P)
-        block = ~skip[:, i] & ~free.any(-1)
-        logp = F.log_softmax(logits[:, i].masked_fill(~free, MASK_VALUE), dim=-1)
+    for j in range(N):
+        i = j if order is None else order[:, j]  # the agent choosing j-th (per sample when ordered)
+        free = _agent(feasible, i) & ~claimed.gather(1, _agent(key, i))  # (B, P)
+        block = ~_agent(skip, i) & ~free.any(-1)
+        logp = F.log_softmax(_agent(logits, i).masked_fill(~free, MASK_VALUE), dim=-1)
         if chosen is not None:
-            slot, alloc = chosen[:, i, 0], chosen[:, i, 1]
+            slot, alloc = _agent(chosen[..., 0], i), _agent(chosen[..., 1], i)
         else:
-            slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, i]).argmax(-1)
+            slot = _first_argmax(logp) if noise_sel is None else (logp + _agent(noise_sel, i)).argmax(-1)
             al = alloc_logp(i, slot)
             if sampling and noise_alloc is None:
                 noise_alloc = _gumbel_noise(al.unsqueeze(1).expand(-1, N, -1), generator)
-            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, i]).argmax(-1)
+            alloc = _first_argmax(al) if noise_alloc is None else (al + _agent(noise_alloc, i)).argmax(-1)
             allocs.append(alloc)
             alloc_logps.append(al)
-        task = key[:, i].gather(1, slot.unsqueeze(1))  # (B, 1)
-        starts = (~skip[:, i] & ~block & (alloc > 0)).unsqueeze(1)
+        task = _agent(key, i).gather(1, slot.unsqueeze(1))  # (B, 1)
+        starts = (~_agent(skip, i) & ~block & (alloc > 0)).unsqueeze(1)
         claimed = claimed.scatter(1, task, claimed.gather(1, task) | starts)
         slots.append(slot)
         logps.append(logp)
         blocked.append(block)
-    if chosen is not None:
-        return torch.stack(slots, 1), None, torch.stack(logps, 1), None, torch.stack(blocked, 1)
-    return (torch.stack(slots, 1), torch.stack(allocs, 1), torch.stack(logps, 1), torch.stack(alloc_logps, 1),
-            torch.stack(blocked, 1))
+    out = [torch.stack(x, 1) if x else None for x in (slots, allocs, logps, alloc_logps, blocked)]
+    if order is not None:  # position -> agent
+        out = [None if x is None else _to_agents(x, order) for x in out]
+    return out[0], out[1], out[2], out[3], out[4]
+
+
+def _agent(t: Tensor, i: int | Tensor) -> Tensor:
+    """Agent ``i``'s entries of ``t (B, N, ...)``: one agent for all samples, or ``i (B,)`` per sample."""
+    if isinstance(i, int):
+        return t[:, i]
+    return t[torch.arange(t.shape[0], device=t.device), i]
+
+
+def _to_agents(by_position: Tensor, order: Tensor) -> Tensor:
+    """Put ``by_position (B, N, ...)``, indexed by choosing position, back in agent order."""
+    idx = order.view(*order.shape, *([1] * (by_position.dim() - 2))).expand_as(by_position)
+    return torch.empty_like(by_position).scatter(1, idx, by_position)
+
+
+def room_order(free_fraction: Tensor) -> Tensor:
+    """``conflicts="room"``: the agents' choosing order, ``(B, N)`` position -> agent, by
+    decreasing free room (``free_fraction (B, N, K)``: each cluster's free resources over the
+    scenario's largest capacity, summed over the resources); equal room keeps index order."""
+    return torch.argsort(-free_fraction.sum(-1), dim=1, stable=True)
 
 
 def _entropy(logp: Tensor) -> Tensor:
@@ -469,7 +494,7 @@ class TapFingerPolicy(nn.Module):
         ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
         resolve conflicts between agents that picked the same task, then sample the allocation;
         the random draws (selection, conflict ties, allocation) come from ``generator`` in that
-        order. With ``conflicts="sequential"`` the slots are chosen agent by agent
+        order. With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
         (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict, no tie draw) and blocked agents join the
         skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
@@ -479,17 +504,18 @@ class TapFingerPolicy(nn.Module):
         skip = ~feasible.any(-1)
         logits = self._selection_logits(obs, enc)
         canon = enc.canon
-        if canon is None and (self.cfg.conflicts == "sequential" or action is None):
+        if canon is None and (self.cfg.conflicts in SEQUENTIAL_MODES or action is None):
             canon = canonical_slots(obs["pending_mask"], obs["pending_where"])[0]  # each slot's task id
         if action is not None:
             action = torch.as_tensor(action, device=self.device).long()
         posterior = None
-        sequential = self.cfg.conflicts == "sequential"
+        sequential = self.cfg.conflicts in SEQUENTIAL_MODES
         alloc = al_logp = None  # drawn agent by agent, right after each slot, when choosing sequentially
         if sequential:
+            order = room_order(obs["cluster_x"][..., :2]) if self.cfg.conflicts == "room" else None
             sel, alloc, sel_logp, al_logp, blocked = _sequential_choice(
                 logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
-                None if action is None else action[..., :2], deterministic, generator)
+                None if action is None else action[..., :2], deterministic, generator, order)
             skip = skip | blocked
         else:
             sel_logp = F.log_softmax(logits, dim=-1)
@@ -586,17 +612,17 @@ class TapFingerPolicy(nn.Module):
         skip = ~obs["feasible"].bool().any(-1)
         return PolicyDistributions(sel, alloc, skip, self.critic(enc.cluster, enc.glob))
 
-    def _agent_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Callable[[int, Tensor], Tensor]:
+    def _agent_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Callable[[int | Tensor, Tensor], Tensor]:
         """``f(i, slot (B,)) -> (B, A)``: agent ``i``'s allocation log-probabilities at ``slot``
         (the head's MLP runs once for every slot; the masked joint logits only for the slot asked)."""
         feats = self.alloc_head.features(enc.task, enc.cluster)  # (B, N, P, F)
         low, high = obs["pending_min"].long(), obs["alloc_high"].long()
 
-        def at(i: int, slot: Tensor) -> Tensor:
+        def at(i: int | Tensor, slot: Tensor) -> Tensor:
             idx = slot.view(-1, 1, 1)
-            f = feats[:, i].gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
-            lo = low[:, i].gather(1, idx.expand(-1, 1, 2)).squeeze(1)
-            return F.log_softmax(self.alloc_head.logits(f, lo, high[:, i]), dim=-1)
+            f = _agent(feats, i).gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
+            lo = _agent(low, i).gather(1, idx.expand(-1, 1, 2)).squeeze(1)
+            return F.log_softmax(self.alloc_head.logits(f, lo, _agent(high, i)), dim=-1)
 
         return at
 

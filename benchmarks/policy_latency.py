@@ -13,7 +13,7 @@ not counted) and, under ``gflops``, the rate they ran at (MFLOP/sample x samples
 against the machine's matmul peak, that says whether a key is bound by arithmetic or by overhead. Usage::
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
-        [--encoder auto|dense|pyg] [--conflicts bayes|sequential] [--faithful] [--big-threads 2] [--compile MODE]
+        [--encoder auto|dense|pyg] [--conflicts bayes|sequential|room] [--faithful] [--big-threads 2] [--compile MODE]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one

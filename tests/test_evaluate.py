@@ -332,27 +332,28 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
     assert proc.returncode == 2 and "--policy-conflicts applies to checkpoints" in proc.stderr, proc.stderr
 
 
-def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path):
-    """A Bayes checkpoint evaluated with --policy-conflicts sequential loses no claim and
-    equals a direct run of the same weights in sequential mode; run.json records the mode."""
+@pytest.mark.parametrize("chosen", ["sequential", "room"])
+def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path, chosen):
+    """A Bayes checkpoint evaluated with --policy-conflicts sequential (or room) loses no claim
+    and equals a direct run of the same weights in that mode; run.json records the mode."""
     from agents.tapfinger import TapFingerScheduler
     from envs import run_episode
 
     ckpt = _tiny_checkpoint(tmp_path / "tiny.pt", "multi-3")
     results = {}
-    for mode in ("bayes", "sequential"):
+    for mode in ("bayes", chosen):
         out = tmp_path / mode
-        flags = ["--policy-conflicts", mode] if mode == "sequential" else []
+        flags = ["--policy-conflicts", mode] if mode == chosen else []
         assert evaluate_main()(["--scenario", "multi-3", "--checkpoint", str(ckpt), "--schedulers", "min", "--seeds",
                                 "2", "--workers", "1", "--out", str(out), "--quiet", *flags, *TINY]) == 0
         assert json.loads((out / "run.json").read_text())["checkpoints"]["tapfinger"]["conflicts"] == mode
         results[mode] = json.loads((out / "summary.json").read_text())
     assert results["bayes"]["schedulers"]["tapfinger"]["conflicts"] > 0
-    assert results["sequential"]["schedulers"]["tapfinger"]["conflicts"] == 0
+    assert results[chosen]["schedulers"]["tapfinger"]["conflicts"] == 0
     cfg = load_scenario("multi-3", TINY).for_evaluation()
-    sched = TapFingerScheduler(checkpoint=ckpt, conflicts="sequential")
-    direct = [run_episode(cfg, sched, seed).jct.mean() for seed in results["sequential"]["seeds"]]
-    assert results["sequential"]["schedulers"]["tapfinger"]["mean_jct"] == pytest.approx(np.mean(direct))
+    sched = TapFingerScheduler(checkpoint=ckpt, conflicts=chosen)
+    direct = [run_episode(cfg, sched, seed).jct.mean() for seed in results[chosen]["seeds"]]
+    assert results[chosen]["schedulers"]["tapfinger"]["mean_jct"] == pytest.approx(np.mean(direct))
 
 
 # ------------------------------------------------------------------------ report

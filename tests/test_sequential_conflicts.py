@@ -1,5 +1,5 @@
-"""``policy.conflicts=sequential``: agents choose in index order over the tasks no lower agent
-started, so there is never a conflict; stored actions re-evaluate to the same log-probabilities;
+"""``policy.conflicts=sequential`` / ``room``: agents choose one after another (index order, or
+by decreasing free room) over the tasks no earlier agent started, so there is never a conflict; stored actions re-evaluate to the same log-probabilities;
 blocked agents are skipped; checkpoints of either mode start runs of the other."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy, _sequential_choice
+from agents.policy import PolicyConfig, TapFingerPolicy, _sequential_choice, room_order
 from agents.tapfinger import TapFingerScheduler
 from envs import load_scenario, run_episode
 from envs.config import ConfigError
@@ -19,17 +19,18 @@ from tests.test_dense_encoder import scenario_batch
 SMALL = dict(hidden=32, pointer_dim=32, pointer_ffn=64)
 
 
-def _policy(spec, **cfg) -> TapFingerPolicy:
+def _policy(spec, conflicts: str = "sequential", **cfg) -> TapFingerPolicy:
     torch.manual_seed(0)
-    return TapFingerPolicy(spec, PolicyConfig(conflicts="sequential", **SMALL, **cfg)).eval()
+    return TapFingerPolicy(spec, PolicyConfig(conflicts=conflicts, **SMALL, **cfg)).eval()
 
 
 @pytest.mark.parametrize("opts", [{}, {"shared_actors": False, "alloc_head": "joint"}], ids=["shared", "per-agent-joint"])
 @pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("name", ["synthetic-6", "hetero-6", "multi-3"])
-def test_no_two_agents_start_the_same_task_and_evaluate_matches_act(name, deterministic, opts):
+@pytest.mark.parametrize("mode", ["sequential", "room"])
+def test_no_two_agents_start_the_same_task_and_evaluate_matches_act(mode, name, deterministic, opts):
     spec, batch = scenario_batch(name)
-    pol = _policy(spec, **opts)
+    pol = _policy(spec, mode, **opts)
     out = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(3))
     sel, alloc, lost = out.action.unbind(-1)
     assert not lost.any()  # nothing is lost to a conflict
@@ -66,6 +67,39 @@ def test_later_agents_are_masked_and_blocked_by_hand():
                                                          alloc_logp=lambda i, slot: only_one, deterministic=True)
     assert sel[0, 0] == 0 and alloc[0, 0] == 1 and blocked.tolist() == [[False, True]]
     assert al_logp.shape == (1, 2, 3)
+
+
+def test_room_order_puts_the_roomiest_cluster_first_and_keeps_index_order_on_ties():
+    free = torch.tensor([[[0.25, 0.5], [1.0, 0.0], [0.5, 0.5]],   # rooms 0.75, 1.0, 1.0
+                         [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]])    # all equal
+    assert room_order(free).tolist() == [[1, 2, 0], [0, 1, 2]]
+
+
+def test_ordered_choice_lets_the_first_in_order_take_the_shared_task_and_reports_in_agent_order():
+    """Both agents can only start task 1; with order (agent 1, agent 0) agent 1 takes it and
+    agent 0 is blocked; the outputs stay indexed by agent; re-evaluating the stored choice
+    rebuilds the same masks."""
+    logits = torch.tensor([[[0.0, 0.0], [0.0, 0.0]]])
+    key = torch.tensor([[[1, 0], [1, 0]]])
+    feasible = torch.tensor([[[True, False], [True, False]]])
+    skip = torch.tensor([[False, False]])
+    order = torch.tensor([[1, 0]])
+    alloc_by_agent = {0: torch.tensor([[0.0, -1.0]]), 1: torch.tensor([[-1.0, 0.0]])}  # agent 0 likes void, 1 a start
+
+    def alloc_logp(i, slot):
+        assert torch.is_tensor(i) and i.shape == (1,)
+        return alloc_by_agent[int(i)].log_softmax(-1)
+
+    sel, alloc, logp, al_logp, blocked = _sequential_choice(
+        logits, key, feasible, skip, alloc_logp=alloc_logp, deterministic=True, order=order)
+    assert alloc.tolist() == [[0, 1]] and blocked.tolist() == [[True, False]]
+    assert torch.allclose(al_logp[0, 1], alloc_by_agent[1].log_softmax(-1)[0])
+    again = _sequential_choice(logits, key, feasible, skip, chosen=torch.stack([sel, alloc], -1), order=order)
+    assert again[4].tolist() == [[True, False]] and torch.equal(again[2], logp)
+    # in index order agent 0 (which declines with the void allocation) goes first: nobody is blocked
+    _, alloc0, _, _, blocked0 = _sequential_choice(
+        logits, key, feasible, skip, alloc_logp=lambda i, slot: alloc_by_agent[i].log_softmax(-1), deterministic=True)
+    assert alloc0.tolist() == [[0, 1]] and blocked0.tolist() == [[False, False]]
 
 
 def test_bayes_is_the_default_and_unknown_modes_are_refused():

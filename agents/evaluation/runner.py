@@ -53,7 +53,7 @@ class SchedulerSpec:
     constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
     ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
     it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) and
-    ``conflicts`` how its agents are reconciled (``bayes`` or ``sequential``,
+    ``conflicts`` how its agents are reconciled (``bayes``, ``sequential`` or ``room``,
     :data:`~agents.conflict.CONFLICT_MODES`) (policies).
     """
 
@@ -145,7 +145,7 @@ def resolve_schedulers(
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
     checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`); their agents are
-    reconciled by ``policy_conflicts`` (``bayes`` or ``sequential``), or None: as each
+    reconciled by ``policy_conflicts`` (a mode of :data:`~agents.conflict.CONFLICT_MODES`), or None: as each
     checkpoint's ``policy.conflicts`` says.
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
