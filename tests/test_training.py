@@ -148,6 +148,21 @@ def test_resume_refuses_a_different_scenario_or_architecture(smoke_run, capsys):
     assert "nothing to do" in capsys.readouterr().err
 
 
+def test_resume_accepts_a_checkpoint_from_before_a_policy_field_existed(smoke_run, tmp_path):
+    """A file saved before ``policy.conflicts`` existed (the key absent) resumes with the
+    default; a real difference in that field is still refused."""
+    spec, _ = smoke_run
+    ckpt = torch.load(spec.run_dir / LAST, weights_only=True)
+    del ckpt["policy_config"]["conflicts"]
+    old = tmp_path / "old" / LAST
+    old.parent.mkdir()
+    torch.save(ckpt, old)
+    resumed = prepare_run(None, [], flags={"steps": 200}, resume=str(old))
+    assert resumed.policy.conflicts == "bayes" and resumed.run_dir == old.parent
+    with pytest.raises(ConfigError, match="policy.conflicts"):
+        prepare_run(None, ["policy.conflicts=sequential"], flags={"steps": 200}, resume=str(old))
+
+
 # ---------------------------------------------------------------------------------------
 # Ctrl-C and determinism
 # ---------------------------------------------------------------------------------------

@@ -156,8 +156,10 @@ def prepare_run(
     check_scenario(scenario, train)
 
     if ckpt is not None:
-        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), ckpt["scenario"])]
-        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), ckpt["policy_config"])]
+        # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
+        # before ``policy.conflicts`` existed resumes as ``bayes``, the behaviour it was trained with)
+        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"])))))]
+        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), policy_config_from(ckpt["policy_config"], {}).to_dict())]
         if problems:
             raise ConfigError(
                 f"cannot resume {ckpt['_path']}: the checkpoint was trained with a different "
