@@ -495,8 +495,8 @@ class TapFingerPolicy(nn.Module):
         resolve conflicts between agents that picked the same task, then sample the allocation;
         the random draws (selection, conflict ties, allocation) come from ``generator`` in that
         order. With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
-        (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict, no tie draw) and blocked agents join the
-        skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
+        (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict,
+        no tie draw) and blocked agents join the skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
         (``posterior``: the conflict posterior when sampling, else ``None``).
         """

@@ -1,6 +1,7 @@
-"""``policy.conflicts=sequential`` / ``room``: agents choose one after another (index order, or
-by decreasing free room) over the tasks no earlier agent started, so there is never a conflict; stored actions re-evaluate to the same log-probabilities;
-blocked agents are skipped; checkpoints of either mode start runs of the other."""
+"""``policy.conflicts=sequential`` / ``room``: agents choose one after another (index order,
+or by decreasing free room) over the tasks no earlier agent started, so there is never a
+conflict; stored actions re-evaluate to the same log-probabilities; blocked agents are
+skipped; checkpoints of either mode start runs of the other."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ Definitions (what ``summary.json`` holds per scheduler):
 * ``decision_ms``: wall-clock milliseconds of decisions per real step, mean over seeds
   (a timing: it differs between runs).
 * ``conflicts``: claims lost to another agent's claim on the same task, per episode (mean over
-  seeds; 0 for the centralised baselines, and for a policy whose agents choose one after another, ``policy.conflicts=sequential``
-  or ``room``).
+  seeds; 0 for the centralised baselines, and for a policy whose agents choose one after
+  another, ``policy.conflicts=sequential`` or ``room``).
 
 ``bound.mean_jct`` is the pooled mean of every task's fastest possible JCT; ``oracle`` lists
 the baselines informed by the true durations (:func:`agents.baselines.uses_oracle`). With a

@@ -158,8 +158,10 @@ def prepare_run(
     if ckpt is not None:
         # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
         # before ``policy.conflicts`` existed resumes as ``bayes``, the behaviour it was trained with)
-        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"])))))]
-        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), policy_config_from(ckpt["policy_config"], {}).to_dict())]
+        saved_scenario = to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"]))))
+        saved_policy = policy_config_from(ckpt["policy_config"], {}).to_dict()
+        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), saved_scenario)]
+        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), saved_policy)]
         if problems:
             raise ConfigError(
                 f"cannot resume {ckpt['_path']}: the checkpoint was trained with a different "
