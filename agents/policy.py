@@ -184,11 +184,17 @@ def obs_to_torch(
     return out
 
 
+def _free_fraction(obs: Mapping[str, Tensor]) -> Tensor:
+    """Free (CPU, GPU) per cluster over the scenario's largest capacity: ``cluster_x``'s first
+    two features, ``(B, N, 2)``."""
+    return obs["cluster_x"][..., :2]
+
+
 def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
     """Free (CPU, GPU) per cluster: de-normalised ``cluster_x`` if the scale is known."""
     if scale is None:
         return obs["alloc_high"].to(torch.float64)
-    return torch.round(obs["cluster_x"][..., :2].to(torch.float64) * scale.to(torch.float64))
+    return torch.round(_free_fraction(obs).to(torch.float64) * scale.to(torch.float64))
 
 
 #: log-probabilities within this of the best count as tied for the deterministic choice
@@ -243,27 +249,31 @@ def _sequential_choice(
     """
     B, N, P = logits.shape
     sampling = chosen is None and not deterministic
-    noise_sel = _gumbel_noise(logits, generator) if sampling else None
+    noise_sel = _gumbel_noise(logits, generator) if sampling else None  # drawn in agent order
+    # ordered: every per-agent input is put in choosing order once, the outputs back at the end
+    to_pos = (lambda t: t) if order is None else (lambda t: _along_agents(t, order))
+    logits, key, feasible, skip = to_pos(logits), to_pos(key), to_pos(feasible), to_pos(skip)
+    noise_sel = None if noise_sel is None else to_pos(noise_sel)
+    stored = None if chosen is None else to_pos(chosen)
     noise_alloc = None  # (B, N, A), drawn once the allocation size is known (nothing is drawn in between)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
     for j in range(N):
-        i = j if order is None else order[:, j]  # the agent choosing j-th (per sample when ordered)
-        free = _agent(feasible, i) & ~claimed.gather(1, _agent(key, i))  # (B, P)
-        block = ~_agent(skip, i) & ~free.any(-1)
-        logp = F.log_softmax(_agent(logits, i).masked_fill(~free, MASK_VALUE), dim=-1)
-        if chosen is not None:
-            slot, alloc = _agent(chosen[..., 0], i), _agent(chosen[..., 1], i)
+        free = feasible[:, j] & ~claimed.gather(1, key[:, j])  # (B, P)
+        block = ~skip[:, j] & ~free.any(-1)
+        logp = F.log_softmax(logits[:, j].masked_fill(~free, MASK_VALUE), dim=-1)
+        if stored is not None:
+            slot, alloc = stored[:, j, 0], stored[:, j, 1]
         else:
-            slot = _first_argmax(logp) if noise_sel is None else (logp + _agent(noise_sel, i)).argmax(-1)
-            al = alloc_logp(i, slot)
+            slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
+            al = alloc_logp(j if order is None else order[:, j], slot)
             if sampling and noise_alloc is None:
-                noise_alloc = _gumbel_noise(al.unsqueeze(1).expand(-1, N, -1), generator)
-            alloc = _first_argmax(al) if noise_alloc is None else (al + _agent(noise_alloc, i)).argmax(-1)
+                noise_alloc = to_pos(_gumbel_noise(al.unsqueeze(1).expand(-1, N, -1), generator))
+            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
             allocs.append(alloc)
             alloc_logps.append(al)
-        task = _agent(key, i).gather(1, slot.unsqueeze(1))  # (B, 1)
-        starts = (~_agent(skip, i) & ~block & (alloc > 0)).unsqueeze(1)
+        task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)
+        starts = (~skip[:, j] & ~block & (alloc > 0)).unsqueeze(1)
         claimed = claimed.scatter(1, task, claimed.gather(1, task) | starts)
         slots.append(slot)
         logps.append(logp)
@@ -281,10 +291,18 @@ def _agent(t: Tensor, i: int | Tensor) -> Tensor:
     return t[torch.arange(t.shape[0], device=t.device), i]
 
 
+def _order_index(order: Tensor, like: Tensor) -> Tensor:
+    return order.view(*order.shape, *([1] * (like.dim() - 2))).expand_as(like)
+
+
+def _along_agents(t: Tensor, order: Tensor) -> Tensor:
+    """``t (B, N, ...)`` in choosing order: position ``j`` holds agent ``order[:, j]``'s entries."""
+    return t.gather(1, _order_index(order, t))
+
+
 def _to_agents(by_position: Tensor, order: Tensor) -> Tensor:
     """Put ``by_position (B, N, ...)``, indexed by choosing position, back in agent order."""
-    idx = order.view(*order.shape, *([1] * (by_position.dim() - 2))).expand_as(by_position)
-    return torch.empty_like(by_position).scatter(1, idx, by_position)
+    return torch.empty_like(by_position).scatter(1, _order_index(order, by_position), by_position)
 
 
 def room_order(free_fraction: Tensor) -> Tensor:
@@ -503,16 +521,16 @@ class TapFingerPolicy(nn.Module):
         feasible = obs["feasible"].bool()
         skip = ~feasible.any(-1)
         logits = self._selection_logits(obs, enc)
+        sequential = self.cfg.conflicts in SEQUENTIAL_MODES
         canon = enc.canon
-        if canon is None and (self.cfg.conflicts in SEQUENTIAL_MODES or action is None):
+        if canon is None and (sequential or action is None):
             canon = canonical_slots(obs["pending_mask"], obs["pending_where"])[0]  # each slot's task id
         if action is not None:
             action = torch.as_tensor(action, device=self.device).long()
         posterior = None
-        sequential = self.cfg.conflicts in SEQUENTIAL_MODES
         alloc = al_logp = None  # drawn agent by agent, right after each slot, when choosing sequentially
         if sequential:
-            order = room_order(obs["cluster_x"][..., :2]) if self.cfg.conflicts == "room" else None
+            order = room_order(_free_fraction(obs)) if self.cfg.conflicts == "room" else None
             sel, alloc, sel_logp, al_logp, blocked = _sequential_choice(
                 logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
                 None if action is None else action[..., :2], deterministic, generator, order)

@@ -29,28 +29,27 @@ from typing import Any
 
 import numpy as np
 
+from agents.evaluation.runner import DEFAULT_SEED_OFFSET
 from envs.bound import bound_mean_jct
-from envs.config import ConfigError, available_scenarios, load_scenario
+from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from envs.contention_bound import contention_bound_mean_jct
 from envs.core import Simulator
-
-EVAL_SEED_OFFSET = 100000  # evaluate.py's default --seed-offset
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenarios", nargs="+", default=None, help="scenario names (default: every shipped one)")
     p.add_argument("--seeds", type=int, default=10, help="number of workload seeds K (default 10)")
-    p.add_argument("--seed-offset", type=int, default=EVAL_SEED_OFFSET, help="first workload seed (default 100000)")
+    p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
+                   help=f"first workload seed (default {DEFAULT_SEED_OFFSET}, evaluate.py's)")
     p.add_argument("--results", type=Path, default=None, help="evaluate.py output to set against the bound")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="scenario overrides")
     return p.parse_args(argv)
 
 
-def scenario_bounds(name: str, overrides: list[str], seeds: list[int]) -> dict[str, Any]:
+def scenario_bounds(cfg: ScenarioConfig, seeds: list[int]) -> dict[str, Any]:
     """Per seed and on average: the ``bound`` and the contention bound of one scenario."""
-    cfg = load_scenario(name, overrides).for_evaluation()
     sim = Simulator(cfg, seeds[0])
     plain, lp = [], []
     for seed in seeds:
@@ -77,15 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.seeds < 1 or args.seed_offset < 0:
             raise ConfigError(f"--seeds must be >= 1 and --seed-offset >= 0, got {args.seeds} and {args.seed_offset}")
-        names = args.scenarios or available_scenarios()
-        unknown = [n for n in names if n not in available_scenarios()]
-        if unknown:
-            raise ConfigError(f"unknown scenario(s) {unknown}; available: {available_scenarios()}")
+        # every name and override is checked (load_scenario) before any programme is solved
+        configs = {n: load_scenario(n, args.overrides).for_evaluation() for n in args.scenarios or available_scenarios()}
         if args.results is not None and not args.results.is_dir():
             raise ConfigError(f"--results {args.results} is not a directory")
         seeds = list(range(args.seed_offset, args.seed_offset + args.seeds))
         t0 = time.perf_counter()
-        rows = {n: scenario_bounds(n, args.overrides, seeds) for n in names}
+        rows = {n: scenario_bounds(cfg, seeds) for n, cfg in configs.items()}
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -102,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'yes' if row['target_excluded'] else 'no'} |")
             for s, r in sorted(row.get("over_contention_bound", {}).items(), key=lambda kv: kv[1]):
                 print(f"|   {s} | | | {r:.3f} | |")
-        print(f"\n{len(names)} scenario(s) x {len(seeds)} seed(s) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        print(f"\n{len(rows)} scenario(s) x {len(seeds)} seed(s) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     print(json.dumps({"benchmark": "contention_bound", "seeds": seeds, "overrides": list(args.overrides),
                       "results": rows}))
     return 0

@@ -205,8 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, encoder=args.encoder, conflicts=args.conflicts)
-           if args.faithful else PolicyConfig(variant=args.variant, encoder=args.encoder, conflicts=args.conflicts))
+    runtime = {"encoder": args.encoder, "conflicts": args.conflicts}
+    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, **runtime) if args.faithful
+           else PolicyConfig(variant=args.variant, **runtime))
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))

@@ -32,6 +32,7 @@ from scipy.optimize import linprog
 
 from .bound import bound_mean_jct
 from .core import Simulator
+from .durations import duration_table
 
 #: progress values at which each type's gain is evaluated for its fastest rate
 PROGRESS_GRID = 1001
@@ -41,15 +42,12 @@ def type_rates(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     """Per task type: ``cap (K,)``, the fastest gain per step, and ``alpha (K, 2)``, the least
     (CPU, GPU) per unit of gain, over the allocations from the type's minimum to the per-task
     maximum and progress in ``[0, 1)``."""
-    cfg = sim.cfg
-    cmax, gmax = cfg.per_task_max
-    c, g = np.meshgrid(np.arange(cmax + 1), np.arange(gmax + 1), indexing="ij")
-    c, g = c.ravel(), g.ravel()
+    table = duration_table(sim.cfg, sim.functions)  # its allocation grid and minimum-requirement gate
     p = np.linspace(0.0, 1.0, PROGRESS_GRID, endpoint=False)
     caps, alphas = [], []
-    for fn, ttype in zip(sim.functions, cfg.task_types):
-        ok = (c >= ttype.min_req[0]) & (g >= ttype.min_req[1])
-        cc, gg = c[ok], g[ok]
+    for k, (fn, ttype) in enumerate(zip(sim.functions, sim.cfg.task_types)):
+        ok = table.runnable(k)
+        cc, gg = table.cpu[ok], table.gpu[ok]
         gain = np.asarray(fn.delta(np.repeat(cc, p.size), np.repeat(gg, p.size), np.tile(p, cc.size)), dtype=np.float64)
         best = np.nanmax(np.maximum(gain.reshape(cc.size, p.size), 0.0), axis=1)  # (allocations,)
         if not np.any(best > 0):

@@ -74,6 +74,13 @@ def test_cli_table_json_and_results(tmp_path, capsys):
     assert "| sjf-3 |" in text and row["contention_bound"] >= row["bound"] > 0
     assert row["over_contention_bound"]["min"] == pytest.approx(100.0 / row["contention_bound"])
     assert row["target_excluded"] == (1.3 * row["bound"] < row["contention_bound"])
+    # one cluster that runs one task at a time: the capacity excludes 1.3x the bound; a lightly
+    # loaded scenario cannot be excluded (its contention bound is the bound)
+    one = ["num_clusters=1", "capacities=[[3,3]]", "per_task_max=[3,3]", "num_tasks=20"]
+    assert cli.main(["--scenarios", "sjf-3", "--seeds", "2", "--json", *one]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]["sjf-3"]["target_excluded"]
+    assert cli.main(["--scenarios", "synthetic-3", "--seeds", "2", "--json", "num_tasks=30"]) == 0
+    assert not json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"]["synthetic-3"]["target_excluded"]
     assert cli.main(["--scenarios", "nope"]) == 2
     assert "unknown scenario" in capsys.readouterr().err
     assert cli.main(["--scenarios", "sjf-3", "--seeds", "0"]) == 2
