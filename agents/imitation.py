@@ -12,7 +12,8 @@ re-sizing or pausing of running tasks), e.g. ``optimus:preemptive=false`` or ``m
 asked at every logical round, as the evaluation runner asks it, and each cluster's first start
 in its answer becomes that agent's part of the round's joint action (:mod:`envs.joint_action`);
 an agent it starts nothing on is void. Played through the env, these rounds reproduce the
-teacher's own episodes exactly (tested). DAgger rounds then let the cloned policy play and the
+teacher's own episodes exactly (tested); with a scenario's ``max_start_slowdown`` a start on a
+slot the observation does not offer becomes void (:func:`offered_only`). DAgger rounds then let the cloned policy play and the
 teacher label the states the clone reaches, which corrects the drift of plain cloning.
 
 Loss (per agent with a feasible slot; agents with none are skipped as in eqs. 13-14):
@@ -88,6 +89,18 @@ def teacher_action(decision: Any, pending: np.ndarray, single: bool, gpu_axis: i
     return action
 
 
+def offered_only(action: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """``action`` with every start of a slot the observation does not offer (``feasible`` 0:
+    the scenario's ``max_start_slowdown`` holds it back) made void: the agent's choices are the
+    offered slots, so that is the label it can follow."""
+    held = (action[:, 1] > 0) & (feasible[np.arange(action.shape[0]), action[:, 0]] == 0)
+    if not held.any():
+        return action
+    out = action.copy()
+    out[held] = 0
+    return out
+
+
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """Per-column discounted return-to-go of one episode's rewards ``(T, N)``: GAE with zero
     values and lambda 1 (:func:`agents.ppo.gae_advantages`)."""
@@ -130,6 +143,7 @@ def record_teacher(
         rewards: list[np.ndarray] = []
         while True:
             label = teacher_action(scheduler.decide(sim), sim.pending, sim.single, gpu_axis, teacher)
+            label = offered_only(label, obs["feasible"])
             for k in KEYS:
                 obs_rows[k].append(obs[k])
             actions.append(label)

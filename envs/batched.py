@@ -61,6 +61,7 @@ import numpy as np
 
 from .config import ScenarioConfig
 from .core import DONE, RUNNING, ProgressStep
+from .durations import start_gate
 from .gym_env import resolve_scenario
 from .joint_action import ActionShapeError, integer_array
 from .observation import CLUSTER_FEATURES, ObservationBuilder, ObservationSpec
@@ -333,7 +334,7 @@ def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, sing
                     pending_x[r, i, p, K + 2] = time_log[t - arrival[g]]
                     for j in range(N):
                         pwhere[r, i, p, j] = slot_of[g - base, j]
-                    feas[r, i, p] = 1 if (fits[hc, hg, k] and not blocked) else 0
+                    feas[r, i, p] = 1 if (fits[i, hc, hg, k] and not blocked) else 0
                 else:
                     pmask[r, i, p] = 0
                     for j in range(N):
@@ -487,11 +488,7 @@ class BatchedEdgeClusters:
         xt[:K, :, 2:2 + K] = self._type_onehot[:K, None, :]
         xt[:K, :, K + 3] = (np.arange(N + 1) / N)[None, :]
         xt[K, :, K + 4] = 1.0
-        fits = (type_min[None, None, :, 0] <= np.arange(c1)[:, None, None]) & (
-            type_min[None, None, :, 1] <= np.arange(g1)[None, :, None]
-        )
-        fits[..., K] = False
-        self._fits = fits
+        self._fits = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1)
         self._xtable2 = xt.reshape((K + 1) * (N + 1), spec.Fp)
         self._queue_log = np.log1p(np.arange(T + 1, dtype=np.float64)) * ob._log_scale
         # float features as look-up tables, each built with the builder's own expression

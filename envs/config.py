@@ -119,6 +119,10 @@ class ScenarioConfig(ConfigSection):
     progress_noise: float = 0.0
     reward: str = "team"
     max_steps: int = 20000  # real-step cap: the episode is truncated there
+    #: agents' action mask only (observation ``feasible``): a pending task is offered to a
+    #: cluster's agent only if, given all the cluster's free resources (up to ``per_task_max``),
+    #: it would finish within this many times its fastest duration there; 0 = no limit (paper)
+    max_start_slowdown: float = 0.0
     eval_overrides: Mapping[str, Any] = field(default_factory=dict)
 
     # declared once (envs/config_section.py): fields without a default are required; from_dict
@@ -136,6 +140,8 @@ class ScenarioConfig(ConfigSection):
         between("progress_noise", 0.0, 10.0),
         one_of("reward", REWARDS),
         at_least("max_steps", 1),
+        rule(lambda c: c.max_start_slowdown == 0 or 1 <= c.max_start_slowdown <= 1e6,
+             "max_start_slowdown must be 0 (no limit) or in [1, 1e6], got {max_start_slowdown!r}"),
     )
     NULL_IS_DEFAULT = frozenset({"switch_overhead", "connectivity", "trace", "eval_overrides"})
 

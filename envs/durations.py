@@ -261,3 +261,32 @@ def fastest_steps(cfg: ScenarioConfig, functions: Sequence[ProgressFunction] | N
     """
     functions = functions if functions is not None else build_progress_functions(cfg)
     return duration_table(cfg, functions).fastest(cfg.capacities)
+
+
+def start_gate(cfg: ScenarioConfig, functions: Sequence[ProgressFunction]) -> np.ndarray:
+    """``gate[i, c, g, k]``: a pending type-``k`` task is offered to cluster ``i``'s agent (the
+    observation's ``feasible``) when ``alloc_high`` there is ``(c, g)``.
+
+    It is offered when its minimum requirement fits ``(c, g)`` and, with
+    ``cfg.max_start_slowdown = f > 0``, when started at ``(c, g)`` it would finish within ``f``
+    times its fastest duration on cluster ``i`` (noise-free, from progress 0; a type that cannot
+    finish within the table's limit there is not held back). Shape ``(N, C1, G1, K + 1)``;
+    index ``K`` (an empty slot) is never offered.
+    """
+    c1, g1 = cfg.alloc_dims
+    K, N = cfg.num_types, cfg.num_clusters
+    mins = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
+    fits = (mins[None, None, :, 0] <= np.arange(c1)[:, None, None]) & (mins[None, None, :, 1] <= np.arange(g1)[None, :, None])
+    gate = np.zeros((N, c1, g1, K + 1), dtype=bool)
+    gate[..., :K] = fits[None]
+    factor = float(cfg.max_start_slowdown)
+    if factor > 0:
+        table = duration_table(cfg, functions)
+        steps = np.moveaxis(table.grid_steps(), 0, -1)  # (C1, G1, K)
+        fastest = table.fastest(cfg.capacities)  # (K, N)
+        for i in range(N):
+            best = fastest[:, i]
+            limited = (best >= 0) & (best < table.limit)
+            quick = (steps >= 0) & (steps <= factor * best)
+            gate[i, ..., :K] &= quick | ~limited
+    return gate

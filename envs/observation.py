@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .config import ScenarioConfig
+from .durations import start_gate
 
 #: time and queue features are ``log1p(x) / log1p(LOG_NORM)``: 1.0 at 100 steps / tasks
 LOG_NORM = 100.0
@@ -176,7 +177,9 @@ class ObservationBuilder:
         self._type_onehot[np.arange(K), np.arange(K)] = 1.0
         self._slot_ids = np.arange(P, dtype=np.int8)
         self._rows = np.arange(N)[:, None]
+        self._clusters = np.arange(N)
         self._workload: Any = None
+        self._gate_key: tuple[Any, Any] = (None, None)
 
     # -- per-workload tables --------------------------------------------------------------
     def _prepare(self, sim: Any) -> None:
@@ -202,13 +205,10 @@ class ObservationBuilder:
         mins = np.zeros((K + 1, 2), dtype=np.int64)
         mins[:K] = min_req
         self._type_min = mins  # (0, 0) for empty slots
-        # fits[c, g, k]: a type-k task fits under alloc_high (c, g); type K (empty slot) never
-        c1, g1 = spec.alloc_dims
-        grid_c = np.arange(c1)[:, None, None]
-        grid_g = np.arange(g1)[None, :, None]
-        fits = (mins[None, None, :, 0] <= grid_c) & (mins[None, None, :, 1] <= grid_g)
-        fits[..., K] = False
-        self._fits = fits
+        # gate[i, c, g, k]: a type-k task is offered to cluster i under alloc_high (c, g)
+        if sim.cfg is not self._gate_key[0] or sim.functions is not self._gate_key[1]:
+            self._gate = start_gate(sim.cfg, sim.functions)
+            self._gate_key = (sim.cfg, sim.functions)
         # slot_of[task, j] = slot of the task in cluster j's pending set, -1 if not there
         self._slot_of = np.full((T + 1, spec.N), -1, dtype=np.int8)
         cap = np.asarray(sim.capacity, dtype=np.float32)
@@ -245,7 +245,7 @@ class ObservationBuilder:
         slot_of[pending, rows] = -1
 
         alloc_high = np.minimum(sim.free, sim.max_alloc)  # (N, 2)
-        fits_type = self._fits[alloc_high[:, 0], alloc_high[:, 1]]  # (N, K + 1)
+        fits_type = self._gate[self._clusters, alloc_high[:, 0], alloc_high[:, 1]]  # (N, K + 1)
         feasible = fits_type[rows, ptypes]
         if spec.single and sim.placed_this_step.any():
             feasible[sim.placed_this_step] = False
