@@ -13,8 +13,9 @@ asked at every logical round, as the evaluation runner asks it, and each cluster
 in its answer becomes that agent's part of the round's joint action (:mod:`envs.joint_action`);
 an agent it starts nothing on is void. Played through the env, these rounds reproduce the
 teacher's own episodes exactly (tested); with a scenario's ``max_start_slowdown`` a start on a
-slot the observation does not offer becomes void (:func:`offered_only`). DAgger rounds then let the cloned policy play and the
-teacher label the states the clone reaches, which corrects the drift of plain cloning.
+slot the observation does not offer becomes void (:func:`offered_only`). DAgger rounds then let
+the cloned policy play and the teacher label the states the clone reaches, which corrects the
+drift of plain cloning.
 
 Loss (per agent with a feasible slot; agents with none are skipped as in eqs. 13-14):
 

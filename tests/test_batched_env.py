@@ -208,6 +208,7 @@ def batched_configs(draw):
     raw = to_dict(cfg)
     raw["reward"] = draw(st.sampled_from(["team", "per_cluster"]))
     raw["max_steps"] = draw(st.sampled_from([3, 8, 30, 100_000]))
+    raw["max_start_slowdown"] = draw(st.sampled_from([0.0, 0.0, 1.0, 1.5, 3.0]))  # the offer gate, both builders
     return from_dict(raw)
 
 

@@ -432,7 +432,7 @@ def test_scenario_defaults_come_from_the_dataclass():
                 for f in dataclasses.fields(ScenarioConfig)
                 if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
     assert set(defaults) == {"name", "switch_overhead", "pending_slots", "connectivity", "trace", "progress_noise",
-                             "reward", "max_steps", "eval_overrides"}
+                             "reward", "max_steps", "max_start_slowdown", "eval_overrides"}
     raw = minimal()
     del raw["name"]
     cfg = from_dict(raw)

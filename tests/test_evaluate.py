@@ -108,7 +108,7 @@ def test_summary_schema_and_table(outputs):
     from agents.evaluation.schedulers import all_schedulers
 
     # no checkpoint: no reduction, paired differences or target
-    assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle"}
+    assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle", "max_start_slowdown"}
     assert summary["oracle"] == [n for n in available_schedulers() if n in ORACLE_BASELINES]
     assert summary["scenario"] == "synthetic-3"
     assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))

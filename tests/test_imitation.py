@@ -16,6 +16,7 @@ from agents.imitation import (
     discounted_returns,
     imitation_losses,
     merge,
+    offered_only,
     record_teacher,
     teacher_action,
     teacher_seeds,
@@ -55,7 +56,7 @@ def test_preemptive_teacher_is_refused():
 def test_recorded_rounds_replay_the_teacher_exactly(scenario):
     """Played through the env round by round, the teacher's episodes have the JCTs the
     evaluation runner gives it: the rounds are the teacher's decisions, nothing lost or added."""
-    cfg = load_scenario(scenario, ["num_tasks=40"])
+    cfg = load_scenario(scenario, ["num_tasks=40", "max_start_slowdown=0"])  # the floor would void slow starts
     seeds = [1_000_001, 1_000_002]
     demos = record_teacher(cfg, TEACHER, seeds, gamma=0.99)
     runner = np.mean([run_episode(cfg, make_scheduler("optimus", preemptive=False), s).mean_jct for s in seeds])
@@ -64,6 +65,25 @@ def test_recorded_rounds_replay_the_teacher_exactly(scenario):
     assert demos.returns.shape == (len(demos), cfg.num_clusters)
     assert (demos.action[..., 2] == 0).all() and (demos.action[..., 1] > 0).any()
     assert demos.returns.max() <= 0  # team reward -(tasks alive)
+
+
+def test_offered_only_voids_starts_the_observation_holds_back():
+    action = np.array([[1, 40, 0], [0, 0, 0], [2, 18, 0]])
+    feasible = np.array([[1, 0, 1], [1, 1, 1], [1, 1, 1]], dtype=np.int8)
+    np.testing.assert_array_equal(offered_only(action, feasible), [[0, 0, 0], [0, 0, 0], [2, 18, 0]])
+    assert offered_only(action, np.ones_like(feasible)) is action  # nothing held back: unchanged
+
+
+def test_recorded_labels_follow_the_start_floor():
+    """With ``max_start_slowdown`` every recorded start is on an offered slot (the loss stays
+    finite); the teacher's slow starts became voids, so its played episode differs."""
+    cfg = load_scenario("synthetic-3", ["num_tasks=40", "max_start_slowdown=1"])
+    demos = record_teacher(cfg, TEACHER, [1_000_001], gamma=0.99)
+    start = demos.action[..., 1] > 0
+    t, i = np.nonzero(start)
+    assert start.any() and (demos.obs["feasible"][t, i, demos.action[t, i, 0]] == 1).all()
+    free = record_teacher(load_scenario("synthetic-3", ["num_tasks=40"]), TEACHER, [1_000_001], gamma=0.99)
+    assert demos.mean_jct != free.mean_jct
 
 
 def test_discounted_returns():

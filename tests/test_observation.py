@@ -168,7 +168,7 @@ def test_running_slots_beyond_m_show_the_first_m_occupied():
 
 @pytest.mark.parametrize("name", ["synthetic-3", "hetero-6", "sjf-3"])
 def test_observation_agrees_with_the_simulator_over_an_episode(name):
-    cfg = load_scenario(name, ["num_tasks=60"])
+    cfg = load_scenario(name, ["num_tasks=60", "max_start_slowdown=0"])  # the floor: test below
     spec = ObservationSpec.from_config(cfg)
     sim = Simulator(cfg, 3)
     rng = np.random.default_rng(0)
@@ -223,3 +223,59 @@ def test_builder_returns_fresh_arrays_and_handles_a_new_episode():
     other = ObservationSpec.from_config(load_scenario("synthetic-6"))
     with pytest.raises(ValueError, match="pending shape"):
         build_observation(sim, other)
+
+
+@pytest.mark.parametrize("name,factor", [("synthetic-3", 3.0), ("hetero-6", 2.0), ("testbed-3", 2.0)])
+def test_start_floor_offers_only_starts_within_the_slowdown(name, factor):
+    """``max_start_slowdown``: a slot is offered iff its minimum fits ``alloc_high`` and, started at
+    ``alloc_high``, it would finish within ``factor`` x its fastest duration on that cluster
+    (durations recomputed here from the progress functions, cluster by cluster)."""
+    from envs.durations import steps_to_finish
+    from envs.joint_action import apply_joint_action, needs_advance
+
+    cfg = load_scenario(name, [f"max_start_slowdown={factor}", "num_tasks=80"]).for_evaluation()
+    spec = ObservationSpec.from_config(cfg)
+    sim = Simulator(cfg, 5)
+    fastest = sim.fastest  # (K, N)
+    rng = np.random.default_rng(1)
+    held = offered = 0
+    while not sim.done and sim.t < 400:
+        obs = build_observation(sim, spec)
+        for i in range(spec.N):
+            hi = obs["alloc_high"][i]
+            for p in range(spec.P):
+                task = int(sim.pending[i, p])
+                if task < 0:
+                    continue
+                k = int(sim.task_type[task])
+                lo = sim.min_req[k]
+                fits = sim.can_place(i, task, int(lo[0]), int(lo[1])) == ""
+                quick = steps_to_finish(sim.functions[k], int(hi[0]), int(hi[1])) <= factor * fastest[k, i]
+                assert bool(obs["feasible"][i, p]) == (fits and bool(quick)), (sim.t, i, p, k)
+                held += int(fits and not quick)
+                offered += int(obs["feasible"][i, p])
+        report = apply_joint_action(sim, random_valid_action(obs, spec.alloc_dims[1], rng))
+        assert report.invalid == 0
+        if needs_advance(sim, report):
+            sim.advance()
+    assert held > 0 and offered > 0
+
+
+def test_start_floor_off_is_the_minimum_rule_and_bad_values_are_refused():
+    from envs.config import ConfigError
+    from envs.durations import start_gate
+    from envs.progress import build_progress_functions
+
+    cfg = load_scenario("hetero-6", ["max_start_slowdown=0"])
+    gate = start_gate(cfg, build_progress_functions(cfg))
+    c1, g1 = cfg.alloc_dims
+    assert gate.shape == (cfg.num_clusters, c1, g1, cfg.num_types + 1) and not gate[..., -1].any()
+    for k, t in enumerate(cfg.task_types):
+        expect = (np.arange(c1)[:, None] >= t.min_req[0]) & (np.arange(g1)[None, :] >= t.min_req[1])
+        assert all(np.array_equal(gate[i, ..., k], expect) for i in range(cfg.num_clusters))
+    floored = start_gate(load_scenario("hetero-6", ["max_start_slowdown=1"]), build_progress_functions(cfg))
+    assert load_scenario("hetero-6").max_start_slowdown > 0  # the shipped scenario has a floor
+    assert not (floored & ~gate).any() and (gate & ~floored).any()  # a floor only removes offers
+    for bad in ("0.5", "-2"):
+        with pytest.raises(ConfigError, match="max_start_slowdown must be 0"):
+            load_scenario("synthetic-3", [f"max_start_slowdown={bad}"])

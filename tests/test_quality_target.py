@@ -15,7 +15,7 @@ from agents.checkpoint import save_policy_checkpoint
 from agents.evaluation import build_summary, format_table
 from agents.evaluation.report import ReportEntry, format_report, median_reductions
 from agents.evaluation.runner import resolve_schedulers, run_evaluation
-from agents.evaluation.summary import BOUND_RATIO_TARGET, target_check
+from agents.evaluation.summary import BOUND_RATIO_TARGET, target_check, target_text
 from agents.policy import PolicyConfig, TapFingerPolicy
 from envs.config import load_scenario
 from envs.observation import ObservationSpec
@@ -34,7 +34,7 @@ def test_oracle_baselines_are_the_duration_readers():
 
 @pytest.fixture(scope="module")
 def evaluation(tmp_path_factory):
-    cfg = load_scenario("synthetic-3", ["num_tasks=12"]).for_evaluation()
+    cfg = load_scenario("synthetic-3", ["num_tasks=12", "max_start_slowdown=0"]).for_evaluation()
     torch.manual_seed(0)
     policy = TapFingerPolicy(ObservationSpec.from_config(cfg),
                              PolicyConfig(hidden=16, han_layers=1, heads=2, pointer_heads=2, pointer_ffn=32))
@@ -102,6 +102,19 @@ def test_target_check_on_hand_made_numbers():
     assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["best_non_oracle"] == "other-checkpoint"
 
 
+def test_a_policy_reading_the_true_durations_must_beat_the_oracle_baselines_too():
+    schedulers = {"pol": {"mean_jct": 4.0}, "b": {"mean_jct": 4.5}, "o": {"mean_jct": 4.2}}
+    paired = {"b": {"ci95": [-0.9, -0.1]}, "o": {"ci95": [-0.4, 0.1]}}
+    plain = target_check(schedulers, paired, ["o"], "pol", bound=3.2)
+    assert plain["met"] and not plain["policy_uses_oracle"] and plain["beats_best_oracle"] is False
+    held = target_check(schedulers, paired, ["o"], "pol", bound=3.2, policy_oracle=True)
+    assert held["policy_uses_oracle"] and not held["met"]  # ties the oracle baseline
+    paired["o"] = {"ci95": [-0.4, -0.05]}
+    assert target_check(schedulers, paired, ["o"], "pol", bound=3.2, policy_oracle=True)["met"]
+    no_oracle = target_check(schedulers, {"b": paired["b"]}, [], "pol", bound=3.2, policy_oracle=True)
+    assert no_oracle["beats_best_oracle"] is None and no_oracle["met"]  # nothing oracle ran to beat
+
+
 def test_report_overview_lists_every_scenario(evaluation):
     run, summary = evaluation
     entries = [ReportEntry("synthetic-3", summary, "tiny.pt", run.cfg, median_reductions(summary)),
@@ -118,3 +131,20 @@ def test_report_overview_lists_every_scenario(evaluation):
     ratio = s[closest]["mean_jct"] / summary["bound"]["mean_jct"]
     assert f"| {closest} {ratio:.2f} | {'yes' if t['met'] else 'no'} |" in overview
     assert "| sjf-3 | no checkpoint |" in overview
+
+
+def test_a_floored_evaluation_is_marked_and_held_to_the_oracles(evaluation, tmp_path):
+    run, summary = evaluation
+    assert summary["max_start_slowdown"] == 0.0 and not summary["target"]["policy_uses_oracle"]
+    cfg = load_scenario("synthetic-3", ["num_tasks=12", "max_start_slowdown=2"]).for_evaluation()
+    torch.manual_seed(0)
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg),
+                             PolicyConfig(hidden=16, han_layers=1, heads=2, pointer_heads=2, pointer_ffn=32))
+    ckpt = save_policy_checkpoint(tmp_path / "tiny.pt", policy, cfg)
+    specs = resolve_schedulers("optimus,okita", [str(ckpt)], cfg)
+    floored = build_summary(run_evaluation(cfg, specs, SEEDS, workers=1, progress=False))
+    assert floored["max_start_slowdown"] == 2.0 and floored["target"]["policy_uses_oracle"]
+    assert floored["target"]["beats_best_oracle"] is not None
+    overview = format_report([ReportEntry("synthetic-3", floored, "tiny.pt", cfg, {})], SEEDS)
+    assert f"| synthetic-3 | {floored['schedulers']['tapfinger']['mean_jct']:.2f} (floor 2) |" in overview
+    assert "must beat that one too" in target_text(floored, "tapfinger")
