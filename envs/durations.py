@@ -276,9 +276,8 @@ def start_gate(cfg: ScenarioConfig, functions: Sequence[ProgressFunction]) -> np
     c1, g1 = cfg.alloc_dims
     K, N = cfg.num_types, cfg.num_clusters
     mins = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
-    fits = (mins[None, None, :, 0] <= np.arange(c1)[:, None, None]) & (mins[None, None, :, 1] <= np.arange(g1)[None, :, None])
     gate = np.zeros((N, c1, g1, K + 1), dtype=bool)
-    gate[..., :K] = fits[None]
+    gate[..., :K] = (mins[:, 0] <= np.arange(c1)[:, None, None]) & (mins[:, 1] <= np.arange(g1)[None, :, None])
     factor = float(cfg.max_start_slowdown)
     if factor > 0:
         table = duration_table(cfg, functions)
