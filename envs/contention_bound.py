@@ -89,10 +89,10 @@ def contention_bound_mean_jct(sim: Simulator, horizon: int | None = None) -> flo
     a_eq = sp.csr_matrix((np.ones(nvar), (task, np.arange(nvar))), shape=(n, nvar))
     timed = np.flatnonzero(~bucket)
     rows, cols, vals = [], [], []
-    for res in range(2):
-        rows.append(res * H + t[timed])
+    for resource in range(2):  # CPU rows 0 .. H-1, GPU rows H .. 2H-1
+        rows.append(resource * H + t[timed])
         cols.append(timed)
-        vals.append(alpha[task[timed], res])
+        vals.append(alpha[task[timed], resource])
     a_ub = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(2 * H, nvar))
     b_ub = np.repeat(capacity, H)
     res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(n),

@@ -282,10 +282,7 @@ def start_gate(cfg: ScenarioConfig, functions: Sequence[ProgressFunction]) -> np
     if factor > 0:
         table = duration_table(cfg, functions)
         steps = np.moveaxis(table.grid_steps(), 0, -1)  # (C1, G1, K)
-        fastest = table.fastest(cfg.capacities)  # (K, N)
-        for i in range(N):
-            best = fastest[:, i]
-            limited = (best >= 0) & (best < table.limit)
-            quick = (steps >= 0) & (steps <= factor * best)
-            gate[i, ..., :K] &= quick | ~limited
+        best = table.fastest(cfg.capacities).T[:, None, None, :]  # (N, 1, 1, K)
+        limited = (best >= 0) & (best < table.limit)
+        gate[..., :K] &= ((steps >= 0) & (steps <= factor * best)) | ~limited
     return gate
