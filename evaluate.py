@@ -28,6 +28,7 @@ from typing import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.conflict import CONFLICT_MODES
+    from agents.online_floor import START_FLOORS
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
     from agents.train_config import DEVICES, EVAL_ACTIONS
     from agents.variants import VARIANT_NAMES
@@ -60,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "
                         "paper), choosing in index order, or in order of decreasing free room (default: as "
                         "each checkpoint's policy.conflicts)")
+    p.add_argument("--policy-floor", default=None, choices=START_FLOORS,
+                   help="where checkpoints' start floor (the scenario's max_start_slowdown) comes from: the "
+                        "offer the env builds from the true durations (scenario, default: an oracle-informed "
+                        "policy) or durations the scheduler estimates in the episode from observed progress "
+                        "(online: not an oracle)")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
     p.add_argument("--report", action="store_true",
@@ -126,7 +132,8 @@ def run_curves(args: argparse.Namespace) -> int:
     from agents.evaluation.curves import DEFAULT_BASELINES, build_curves, output_path, summary_lines, write_curves
     from envs.config import ConfigError
 
-    clash = _given(args, "checkpoint", "report", "checkpoint_dir", "scenario", "seeds", "seed_offset", "device")
+    clash = _given(args, "checkpoint", "report", "checkpoint_dir", "scenario", "seeds", "seed_offset", "device",
+                   "policy_action", "policy_conflicts", "policy_floor")
     if clash or args.overrides:
         what = ", ".join(clash + (["key=value overrides"] if args.overrides else []))
         raise ConfigError(f"--curves cannot be combined with {what}: it plots training runs on the scenario and "
@@ -181,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
                           overrides=args.overrides, workers=args.workers, device=device, progress=progress,
                           checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
                           command=getattr(args, "command", ""), policy_action=args.policy_action,
-                          policy_conflicts=args.policy_conflicts)
+                          policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
         print(f"wrote {path}", file=sys.stderr)
         return 0
     if args.checkpoint_dir:
@@ -192,11 +199,12 @@ def run(args: argparse.Namespace) -> int:
     from envs.progress import build_progress_functions
 
     build_progress_functions(cfg)  # a missing trace file is bad input: fail before any run
-    for flag, value in (("--policy-action", args.policy_action), ("--policy-conflicts", args.policy_conflicts)):
+    for flag, value in (("--policy-action", args.policy_action), ("--policy-conflicts", args.policy_conflicts),
+                        ("--policy-floor", args.policy_floor)):
         if value and not args.checkpoint:
             raise ConfigError(f"{flag} applies to checkpoints: give --checkpoint PATH (or --report)")
     specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action,
-                               policy_conflicts=args.policy_conflicts)
+                               policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
     out = Path(args.out or Path("results") / cfg.name)
     run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
                                       progress=progress, extra={"overrides": list(args.overrides)})

@@ -20,12 +20,13 @@ import numpy as np
 import torch
 
 from agents.checkpoint import checkpoint_eval_action
+from agents.online_floor import OnlineStartFloor, check_start_floor
 from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
 from agents.train_config import ARGMAX
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.joint_action import decode_joint_action
-from envs.observation import ObservationSpec, build_observation
+from envs.observation import ObservationBuilder, ObservationSpec
 from envs.scheduling import Decision
 
 
@@ -49,7 +50,10 @@ class TapFingerScheduler:
     as the checkpoint's run validated it (:func:`~agents.checkpoint.checkpoint_eval_action`),
     True for a policy object. ``conflicts``: run the policy's agents in this mode
     (:data:`~agents.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
-    weights serve either); None: as the policy's config says.
+    weights serve either); None: as the policy's config says. ``start_floor``: ``scenario`` (the
+    offer as the env builds it: with the scenario's ``max_start_slowdown``, from the true
+    durations) or ``online`` (the paper's offer, then the same factor applied to durations
+    estimated in the episode, :class:`~agents.online_floor.OnlineStartFloor`).
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class TapFingerScheduler:
         device: str | torch.device = "cpu",
         deterministic: bool | None = None,
         conflicts: str | None = None,
+        start_floor: str = "scenario",
     ) -> None:
         if (checkpoint is None) == (policy is None):
             raise ConfigError("TapFingerScheduler needs exactly one of checkpoint= or policy=")
@@ -74,19 +79,34 @@ class TapFingerScheduler:
             deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == ARGMAX
         self.deterministic = bool(deterministic)
         self.name = self.policy.cfg.variant
+        self.start_floor = check_start_floor(start_floor)
         self.spec: ObservationSpec | None = None
+        self.builder: ObservationBuilder | None = None
+        self.floor: OnlineStartFloor | None = None
         self.generator: torch.Generator | None = None
 
     def reset(self, sim: Simulator) -> None:
-        """Check the policy fits the scenario and seed the generator from ``sim.rng_tiebreak``."""
-        self.spec = ObservationSpec.from_config(sim.cfg)
-        check_compatible(self.policy, self.spec)
+        """Check the policy fits the scenario, seed the generator from ``sim.rng_tiebreak`` and
+        (online start floor) forget the previous episode's estimates."""
+        spec = ObservationSpec.from_config(sim.cfg)
+        check_compatible(self.policy, spec)
+        online = self.start_floor == "online" and sim.cfg.max_start_slowdown > 0
+        floor = 0.0 if online else None  # the env's offer: the paper's, or the scenario's
+        if self.builder is None or self.spec != spec or self.builder.start_floor != floor:
+            self.builder = ObservationBuilder(spec, start_floor=floor)
+        self.spec = spec
+        self.floor = OnlineStartFloor(sim.cfg.max_start_slowdown) if online else None
+        if self.floor is not None:
+            self.floor.reset(sim)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(sim.rng_tiebreak.integers(0, 2**63 - 1)))
 
     def decide(self, sim: Simulator) -> Decision:
         if self.spec is None:
             self.reset(sim)
-        obs = obs_to_torch(build_observation(sim, self.spec), self.device)
+        raw = self.builder(sim)
+        if self.floor is not None:
+            raw["feasible"] = self.floor.mask(sim, raw["feasible"])
+        obs = obs_to_torch(raw, self.device)
         out = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
         return joint_action_to_decision(sim, out.action[0].cpu().numpy())

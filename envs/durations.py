@@ -263,13 +263,15 @@ def fastest_steps(cfg: ScenarioConfig, functions: Sequence[ProgressFunction] | N
     return duration_table(cfg, functions).fastest(cfg.capacities)
 
 
-def start_gate(cfg: ScenarioConfig, functions: Sequence[ProgressFunction]) -> np.ndarray:
+def start_gate(
+    cfg: ScenarioConfig, functions: Sequence[ProgressFunction], factor: float | None = None
+) -> np.ndarray:
     """``gate[i, c, g, k]``: a pending type-``k`` task is offered to cluster ``i``'s agent (the
     observation's ``feasible``) when ``alloc_high`` there is ``(c, g)``.
 
-    It is offered when its minimum requirement fits ``(c, g)`` and, with
-    ``cfg.max_start_slowdown = f > 0``, when started at ``(c, g)`` it would finish within ``f``
-    times its fastest duration on cluster ``i`` (noise-free, from progress 0; a type that cannot
+    It is offered when its minimum requirement fits ``(c, g)`` and, with a floor ``f > 0``
+    (``factor``; None: ``cfg.max_start_slowdown``), when started at ``(c, g)`` it would finish
+    within ``f`` times its fastest duration on cluster ``i`` (noise-free, from progress 0; a type that cannot
     finish within the table's limit there is not held back). Shape ``(N, C1, G1, K + 1)``;
     index ``K`` (an empty slot) is never offered.
     """
@@ -278,7 +280,7 @@ def start_gate(cfg: ScenarioConfig, functions: Sequence[ProgressFunction]) -> np
     mins = np.array([t.min_req for t in cfg.task_types], dtype=np.int64)  # (K, 2)
     gate = np.zeros((N, c1, g1, K + 1), dtype=bool)
     gate[..., :K] = (mins[:, 0] <= np.arange(c1)[:, None, None]) & (mins[:, 1] <= np.arange(g1)[None, :, None])
-    factor = float(cfg.max_start_slowdown)
+    factor = float(cfg.max_start_slowdown if factor is None else factor)
     if factor > 0:
         table = duration_table(cfg, functions)
         steps = np.moveaxis(table.grid_steps(), 0, -1)  # (C1, G1, K)

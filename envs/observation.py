@@ -160,10 +160,15 @@ class ObservationBuilder:
     Empty pending / running slots hold ``-1``. Every per-task table has one extra *sentinel*
     row at the end, so indexing it with ``-1`` reads the features of an empty slot without a
     masking pass; ``log1p`` of integer times comes from a precomputed table.
+
+    ``start_floor``: the factor of the offer's start floor (:func:`envs.durations.start_gate`);
+    None: the scenario's ``max_start_slowdown``; 0: the paper's offer whatever the scenario says
+    (an agent that applies a floor of its own, :mod:`agents.online_floor`).
     """
 
-    def __init__(self, spec: ObservationSpec) -> None:
+    def __init__(self, spec: ObservationSpec, start_floor: float | None = None) -> None:
         self.spec = spec
+        self.start_floor = start_floor
         K, P, N = spec.K, spec.P, spec.N
         self._inv_ptm = (1.0 / np.array(spec.per_task_max, dtype=np.float64)).astype(np.float32)
         self._inv_scale = (1.0 / np.array(spec.scale, dtype=np.float64)).astype(np.float32)
@@ -207,7 +212,7 @@ class ObservationBuilder:
         self._type_min = mins  # (0, 0) for empty slots
         # gate[i, c, g, k]: a type-k task is offered to cluster i under alloc_high (c, g)
         if sim.cfg is not self._gate_key[0] or sim.functions is not self._gate_key[1]:
-            self._gate = start_gate(sim.cfg, sim.functions)
+            self._gate = start_gate(sim.cfg, sim.functions, self.start_floor)
             self._gate_key = (sim.cfg, sim.functions)
         # slot_of[task, j] = slot of the task in cluster j's pending set, -1 if not there
         self._slot_of = np.full((T + 1, spec.N), -1, dtype=np.int8)

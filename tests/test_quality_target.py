@@ -17,7 +17,7 @@ from agents.evaluation.report import ReportEntry, format_report, median_reductio
 from agents.evaluation.runner import resolve_schedulers, run_evaluation
 from agents.evaluation.summary import BOUND_RATIO_TARGET, target_check, target_text
 from agents.policy import PolicyConfig, TapFingerPolicy
-from envs.config import load_scenario
+from envs.config import ConfigError, load_scenario
 from envs.observation import ObservationSpec
 
 SEEDS = [100_000, 100_001, 100_002]
@@ -25,7 +25,7 @@ SEEDS = [100_000, 100_001, 100_002]
 
 def test_oracle_baselines_are_the_duration_readers():
     assert ORACLE_BASELINES <= set(available_schedulers())
-    for name in ("okita", "pd-maxweight", "pd-maxsche", "pd-preemptive"):
+    for name in ("okita", "pd-maxweight", "pd-maxsche", "pd-preemptive", "sjf"):
         assert uses_oracle(name)
     for name in ("optimus", "random", "min", "tiresias"):
         assert not uses_oracle(name)
@@ -148,3 +148,21 @@ def test_a_floored_evaluation_is_marked_and_held_to_the_oracles(evaluation, tmp_
     overview = format_report([ReportEntry("synthetic-3", floored, "tiny.pt", cfg, {})], SEEDS)
     assert f"| synthetic-3 | {floored['schedulers']['tapfinger']['mean_jct']:.2f} (floor 2) |" in overview
     assert "must beat that one too" in target_text(floored, "tapfinger")
+
+
+def test_an_online_floor_is_marked_and_not_held_to_the_oracles(tmp_path):
+    cfg = load_scenario("synthetic-3", ["num_tasks=12", "max_start_slowdown=2"]).for_evaluation()
+    torch.manual_seed(0)
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg),
+                             PolicyConfig(hidden=16, han_layers=1, heads=2, pointer_heads=2, pointer_ffn=32))
+    ckpt = save_policy_checkpoint(tmp_path / "tiny.pt", policy, cfg)
+    specs = resolve_schedulers("optimus,okita", [str(ckpt)], cfg, policy_floor="online")
+    assert [s.start_floor for s in specs if s.is_policy] == ["online"]
+    online = build_summary(run_evaluation(cfg, specs, SEEDS, workers=1, progress=False))
+    assert online["start_floor"] == "online" and online["max_start_slowdown"] == 2.0
+    assert not online["target"]["policy_uses_oracle"]
+    overview = format_report([ReportEntry("synthetic-3", online, "tiny.pt", cfg, {})], SEEDS)
+    assert f"| synthetic-3 | {online['schedulers']['tapfinger']['mean_jct']:.2f} (online floor 2) |" in overview
+    assert "must beat that one too" not in target_text(online, "tapfinger")
+    with pytest.raises(ConfigError, match="start floor must be one of"):
+        resolve_schedulers("optimus", [str(ckpt)], cfg, policy_floor="oracle")

@@ -22,12 +22,13 @@ REGISTRY: dict[str, str] = {
     "pd-maxsche": "agents.baselines.primal_dual:PDMaxScheScheduler",
     "pd-preemptive": "agents.baselines.pd_preemptive:PDPreemptiveScheduler",
     "okita": "agents.baselines.okita:OkitaScheduler",
+    "sjf": "agents.baselines.sjf:SJFScheduler",
 }
 
 
 #: baselines that read the true task durations (the duration oracle, ``envs/durations.py``):
 #: informed by what no online scheduler observes, so they are compared apart ("oracle baselines")
-ORACLE_BASELINES = frozenset({"okita", "pd-maxweight", "pd-maxsche", "pd-preemptive"})
+ORACLE_BASELINES = frozenset({"okita", "pd-maxweight", "pd-maxsche", "pd-preemptive", "sjf"})
 
 
 def uses_oracle(name: str, options: Mapping[str, Any] | None = None) -> bool:

@@ -151,7 +151,7 @@ class OptimusScheduler:
         self._inv_list = self.inv.tolist()  # scalar look-ups in the greedy are cheaper on lists
 
     # ------------------------------------------------------------------ learning
-    def _observe(self, sim: Simulator) -> None:
+    def observe(self, sim: Simulator) -> None:
         """Record the gains of the last real step and refit the types that got data."""
         t = sim.t
         if t == self._t_seen:
@@ -191,7 +191,7 @@ class OptimusScheduler:
 
     # ------------------------------------------------------------------ decisions
     def decide(self, sim: Simulator) -> Decision:
-        self._observe(sim)
+        self.observe(sim)
         N = sim.num_clusters
         cap = sim.capacity
         jobs: list[list[int]] = []

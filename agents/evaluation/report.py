@@ -159,7 +159,8 @@ def target_table(entries: Sequence[ReportEntry]) -> list[str]:
         "the true task durations. *Closest baseline × bound*: the lowest ratio any baseline (oracle or not) "
         "reaches, i.e. how far the bound half of the target is from every classic scheduler. A policy "
         "run with the scenario's `max_start_slowdown` (marked *floor f*) reads the true durations through "
-        "its offer, so it must also beat the best oracle baseline.",
+        "its offer, so it must also beat the best oracle baseline; *online floor f*: the same factor on "
+        "durations estimated in the episode (`--policy-floor online`), not an oracle.",
         "",
         "| scenario | policy | best non-oracle | paired Δ | best oracle | paired Δ | × bound "
         "| closest baseline × bound | met |",
@@ -177,7 +178,8 @@ def target_table(entries: Sequence[ReportEntry]) -> list[str]:
         closest = t["best_baseline"]
         closest_cell = f"{closest} {_fmt(t['best_baseline_bound_ratio'])}" if closest else "–"
         floor = e.summary.get("max_start_slowdown", 0.0)
-        policy_cell = _fmt(s[e.primary]["mean_jct"]) + (f" (floor {floor:g})" if floor else "")
+        online = "online " if e.summary.get("start_floor") == "online" else ""
+        policy_cell = _fmt(s[e.primary]["mean_jct"]) + (f" ({online}floor {floor:g})" if floor else "")
         lines.append(
             f"| {e.scenario} | {policy_cell} | {named(t['best_non_oracle'])} "
             f"| {_ci(paired.get(t['best_non_oracle']))} | {named(t['best_oracle'])} | {_ci(paired.get(t['best_oracle']))} "
@@ -208,13 +210,15 @@ def run_report(
     command: str = "",
     policy_action: str | None = None,
     policy_conflicts: str | None = None,
+    policy_floor: str | None = None,
 ) -> Path:
     """Evaluate every report scenario into ``out/<scenario>/`` and write ``out/REPORT.md``.
 
     Every scenario, scheduler list and shipped checkpoint is validated before any run starts
     (bad input raises :class:`ConfigError`). Each scenario's table is printed as it finishes.
     ``policy_action`` and ``policy_conflicts`` override how the checkpoints act and how their
-    agents are reconciled (None: as each checkpoint says).
+    agents are reconciled (None: as each checkpoint says); ``policy_floor`` where their start
+    floor comes from (None: the scenario's offer).
     """
     from . import evaluate_scenario
 
@@ -224,7 +228,7 @@ def run_report(
         build_progress_functions(cfg)  # a missing trace table fails here, before any run
         ckpt = shipped_checkpoint(name, checkpoint_dir)
         specs = resolve_schedulers(selection, [str(ckpt)] if ckpt else [], cfg, policy_action=policy_action,
-                                   policy_conflicts=policy_conflicts)
+                                   policy_conflicts=policy_conflicts, policy_floor=policy_floor)
         plans.append((name, cfg, ckpt, specs))
     if not plans:
         raise ConfigError("no scenario to report on")

@@ -54,7 +54,8 @@ class SchedulerSpec:
     ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
     it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) and
     ``conflicts`` how its agents are reconciled (``bayes``, ``sequential`` or ``room``,
-    :data:`~agents.conflict.CONFLICT_MODES`) (policies).
+    :data:`~agents.conflict.CONFLICT_MODES`) and ``start_floor`` where its start floor comes from
+    (``scenario`` or ``online``, :data:`~agents.online_floor.START_FLOORS`) (policies).
     """
 
     name: str
@@ -65,6 +66,7 @@ class SchedulerSpec:
     trained_on: str | None = None
     action: str = ""
     conflicts: str = ""
+    start_floor: str = ""
 
     @property
     def is_policy(self) -> bool:
@@ -134,6 +136,7 @@ def resolve_schedulers(
     selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None,
     policy_action: str | None = None,
     policy_conflicts: str | None = None,
+    policy_floor: str | None = None,
 ) -> list[SchedulerSpec]:
     """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
 
@@ -146,7 +149,8 @@ def resolve_schedulers(
     Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
     checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`); their agents are
     reconciled by ``policy_conflicts`` (a mode of :data:`~agents.conflict.CONFLICT_MODES`), or None: as each
-    checkpoint's ``policy.conflicts`` says.
+    checkpoint's ``policy.conflicts`` says; their start floor is ``policy_floor``
+    (:data:`~agents.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
@@ -159,6 +163,10 @@ def resolve_schedulers(
         raise ConfigError(f"policy action must be one of {list(EVAL_ACTIONS)}, got {policy_action!r}")
     if policy_conflicts is not None and policy_conflicts not in CONFLICT_MODES:
         raise ConfigError(f"policy conflicts must be one of {list(CONFLICT_MODES)}, got {policy_conflicts!r}")
+    if policy_floor is not None:
+        from agents.online_floor import check_start_floor
+
+        check_start_floor(policy_floor)
     known = available_schedulers()
     text = (selection or "").strip()
     if text == "all":
@@ -189,7 +197,8 @@ def resolve_schedulers(
         unknown += [n for n in policy_items if n not in names and not POLICY_PATTERN.fullmatch(n)]
         policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
                                   trained_on=info["trained_on"], action=policy_action or info["action"],
-                                  conflicts=policy_conflicts or info["conflicts"])
+                                  conflicts=policy_conflicts or info["conflicts"],
+                                  start_floor=policy_floor or "scenario")
                     for name, path, info in zip(names, checkpoints, infos)]
     else:
         unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
@@ -246,7 +255,8 @@ class Worker:
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
-                                  deterministic=spec.action != SAMPLE, conflicts=spec.conflicts)
+                                  deterministic=spec.action != SAMPLE, conflicts=spec.conflicts,
+                                  start_floor=spec.start_floor or "scenario")
 
     def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
         """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
