@@ -43,7 +43,8 @@ demo: $(STAMP)
 	      train.collect_steps=2048 train.eval_every=8192 train.eval_episodes=4 train.torch_threads=1 || exit $$?; \
 	  fi; \
 	fi; \
-	$(BIN)/python evaluate.py --scenario synthetic-3 --checkpoint $$ckpt --schedulers all --seeds 10 --out results/synthetic-3
+	$(BIN)/python evaluate.py --scenario synthetic-3 --checkpoint $$ckpt --schedulers all --seeds 10 --policy-floor online \
+	  --out results/synthetic-3
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_speed.py --json
