@@ -37,7 +37,7 @@ class SJFScheduler:
     name = "sjf"
 
     def __init__(self) -> None:
-        self._order: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._order: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # [cluster][type]
         self._fastest = np.zeros((0, 0), dtype=np.int64)
 
     def reset(self, sim: Simulator) -> None:
