@@ -330,6 +330,10 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
     assert proc.returncode == 2 and "--policy-action applies to checkpoints" in proc.stderr, proc.stderr
     proc = cli("--scenario", "synthetic-3", "--policy-conflicts", "sequential", "--out", str(tmp_path / "o2"), *TINY)
     assert proc.returncode == 2 and "--policy-conflicts applies to checkpoints" in proc.stderr, proc.stderr
+    proc = cli("--scenario", "synthetic-3", "--policy-floor", "online", "--out", str(tmp_path / "o3"), *TINY)
+    assert proc.returncode == 2 and "--policy-floor applies to checkpoints" in proc.stderr, proc.stderr
+    proc = cli("--scenario", "synthetic-3", "--policy-floor", "oracle", "--out", str(tmp_path / "o4"), *TINY)
+    assert proc.returncode == 2 and "invalid choice: 'oracle'" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("chosen", ["sequential", "room"])
