@@ -66,19 +66,15 @@ class OnlineStartFloor:
         """``(N, K)``: types held back from each cluster's agent now (after observing the last step)."""
         model = self.model
         model.observe(sim)
-        N, K = sim.num_clusters, sim.num_types
-        slow = np.zeros((N, K), dtype=bool)
+        fitted = np.array([model.obs.num_points(k) >= self.min_points for k in range(sim.num_types)])
+        if not fitted.any():
+            return np.zeros((sim.num_clusters, sim.num_types), dtype=bool)
+        steps = model.inv  # (K, C1, G1): estimated steps per unit of progress at every allocation
+        best = np.where(self._region, steps[None], np.inf).min(axis=(2, 3))  # (N, K) fastest per cluster
         high = np.minimum(sim.free, sim.max_alloc)  # (N, 2)
-        for k in range(K):
-            if model.obs.num_points(k) < self.min_points:
-                continue
-            steps = model.inv[k]  # estimated steps per unit of progress at every allocation
-            for i in range(N):
-                region = self._region[i, k]
-                if not region.any() or np.any(high[i] < sim.min_req[k]):
-                    continue
-                slow[i, k] = steps[high[i, 0], high[i, 1]] > self.factor * steps[region].min()
-        return slow
+        at_high = steps[:, high[:, 0], high[:, 1]].T  # (N, K)
+        fits = np.all(high[:, None, :] >= sim.min_req[None], axis=2)  # (N, K)
+        return fitted[None] & fits & np.isfinite(best) & (at_high > self.factor * best)
 
     def mask(self, sim: Simulator, feasible: np.ndarray) -> np.ndarray:
         """``feasible (N, P)`` without the pending slots of held-back types (same dtype)."""

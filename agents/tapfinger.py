@@ -81,20 +81,17 @@ class TapFingerScheduler:
         self.name = self.policy.cfg.variant
         self.start_floor = check_start_floor(start_floor)
         self.spec: ObservationSpec | None = None
-        self.builder: ObservationBuilder | None = None
+        self.builder: ObservationBuilder | None = None  # shared per (spec, offer), as build_observation's
         self.floor: OnlineStartFloor | None = None
         self.generator: torch.Generator | None = None
 
     def reset(self, sim: Simulator) -> None:
         """Check the policy fits the scenario, seed the generator from ``sim.rng_tiebreak`` and
         (online start floor) forget the previous episode's estimates."""
-        spec = ObservationSpec.from_config(sim.cfg)
-        check_compatible(self.policy, spec)
+        self.spec = ObservationSpec.from_config(sim.cfg)
+        check_compatible(self.policy, self.spec)
         online = self.start_floor == "online" and sim.cfg.max_start_slowdown > 0
-        floor = 0.0 if online else None  # the env's offer: the paper's, or the scenario's
-        if self.builder is None or self.spec != spec or self.builder.start_floor != floor:
-            self.builder = ObservationBuilder(spec, start_floor=floor)
-        self.spec = spec
+        self.builder = self.spec.builder(0.0 if online else None)  # the paper's offer, or the scenario's
         self.floor = OnlineStartFloor(sim.cfg.max_start_slowdown) if online else None
         if self.floor is not None:
             self.floor.reset(sim)

@@ -294,7 +294,7 @@ def _end_kernel(ids, na, nfin, t_all, T, max_steps, over, terminated, truncated,
 
 @_kernel
 def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, single, xrow, xtable, arrival, time_log,
-                    ttype, type_min, fits, slot_of, atab, onehot, rinfo, rprog, celig, na_all, wplaced, T,
+                    ttype, type_min, gate, slot_of, atab, onehot, rinfo, rprog, celig, na_all, wplaced, T,
                     fxtab, qlog, rtab, template, max_alloc,
                     pending_x, pmask, pwhere, pmin, ahigh, feas, running_x, rmask, cluster_x):  # pragma: no cover
     R = ids.size
@@ -334,7 +334,7 @@ def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, sing
                     pending_x[r, i, p, K + 2] = time_log[t - arrival[g]]
                     for j in range(N):
                         pwhere[r, i, p, j] = slot_of[g - base, j]
-                    feas[r, i, p] = 1 if (fits[i, hc, hg, k] and not blocked) else 0
+                    feas[r, i, p] = 1 if (gate[i, hc, hg, k] and not blocked) else 0
                 else:
                     pmask[r, i, p] = 0
                     for j in range(N):
@@ -488,7 +488,7 @@ class BatchedEdgeClusters:
         xt[:K, :, 2:2 + K] = self._type_onehot[:K, None, :]
         xt[:K, :, K + 3] = (np.arange(N + 1) / N)[None, :]
         xt[K, :, K + 4] = 1.0
-        self._fits = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1)
+        self._gate = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1): the offer
         self._xtable2 = xt.reshape((K + 1) * (N + 1), spec.Fp)
         self._queue_log = np.log1p(np.arange(T + 1, dtype=np.float64)) * ob._log_scale
         # float features as look-up tables, each built with the builder's own expression
@@ -724,7 +724,7 @@ class BatchedEdgeClusters:
         }
         _observe_kernel(
             ids, self._t, self._pending, self._run, self._width, self._free, self._placed_step, self.single, self._xrow,
-            self._xtable2, self._arrival, self._time_log, self._ttype, self._type_min, self._fits, self._slot_of,
+            self._xtable2, self._arrival, self._time_log, self._ttype, self._type_min, self._gate, self._slot_of,
             self._atab, self._type_onehot, self._rinfo, self._rprog, self._celig, self._na,
             self._wplaced, self.T, self._fxtab, self._queue_log, self._rtab, self._cluster_template,
             self.max_alloc, *out.values(),

@@ -149,9 +149,10 @@ class ObservationSpec:
         out["cluster_x"][1][..., 4] = self.queue_high + eps
         return out
 
-    def builder(self) -> "ObservationBuilder":
-        """A builder shared by equal specs in this process (used by :func:`build_observation`)."""
-        return _shared_builder(self)
+    def builder(self, start_floor: float | None = None) -> "ObservationBuilder":
+        """A builder shared by equal specs (and start floors, :class:`ObservationBuilder`) in this
+        process (used by :func:`build_observation`)."""
+        return _shared_builder(self, start_floor)
 
 
 class ObservationBuilder:
@@ -296,8 +297,8 @@ def _first_occupied(run: np.ndarray, m: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=32)
-def _shared_builder(spec: ObservationSpec) -> ObservationBuilder:
-    return ObservationBuilder(spec)
+def _shared_builder(spec: ObservationSpec, start_floor: float | None) -> ObservationBuilder:
+    return ObservationBuilder(spec, start_floor)
 
 
 def build_observation(sim: Any, spec: ObservationSpec) -> dict[str, np.ndarray]:

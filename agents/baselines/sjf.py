@@ -81,12 +81,11 @@ class SJFScheduler:
         cap = sim.capacity.astype(np.float64)
         for task in order.tolist():
             k = int(sim.task_type[task])
-            lo = sim.min_req[k]
             best: tuple | None = None
             for i in range(N):
-                if blocked[i] or task not in pending[i] or np.any(free[i] < lo):
+                if blocked[i] or task not in pending[i]:
                     continue
-                choice = self._best(i, k, np.minimum(free[i], sim.max_alloc))
+                choice = self._best(i, k, np.minimum(free[i], sim.max_alloc))  # None: its minimum does not fit
                 if choice is None:
                     continue
                 steps, c, g = choice

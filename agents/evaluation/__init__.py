@@ -71,7 +71,7 @@ def evaluate_scenario(
                       f"evaluating it on {cfg.name!r}", file=sys.stderr)
             checkpoints[spec.name] = {"path": spec.checkpoint, "variant": spec.variant,
                                       "trained_on": spec.trained_on, "action": spec.action,
-                                      "conflicts": spec.conflicts}
+                                      "conflicts": spec.conflicts, "start_floor": spec.start_floor}
     run = run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress)
     meta = dict(extra or {})
     if checkpoints:

@@ -66,7 +66,7 @@ class SchedulerSpec:
     trained_on: str | None = None
     action: str = ""
     conflicts: str = ""
-    start_floor: str = ""
+    start_floor: str = "scenario"
 
     @property
     def is_policy(self) -> bool:
@@ -198,7 +198,7 @@ def resolve_schedulers(
         policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
                                   trained_on=info["trained_on"], action=policy_action or info["action"],
                                   conflicts=policy_conflicts or info["conflicts"],
-                                  start_floor=policy_floor or "scenario")
+                                  start_floor=policy_floor or SchedulerSpec.start_floor)
                     for name, path, info in zip(names, checkpoints, infos)]
     else:
         unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
@@ -256,7 +256,7 @@ class Worker:
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
                                   deterministic=spec.action != SAMPLE, conflicts=spec.conflicts,
-                                  start_floor=spec.start_floor or "scenario")
+                                  start_floor=spec.start_floor)
 
     def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
         """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""

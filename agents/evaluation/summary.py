@@ -200,7 +200,7 @@ def build_summary(run: EvaluationRun) -> dict[str, Any]:
     policies = run.policy_names
     if policies:
         primary = policies[0]
-        floor = next(s.start_floor for s in run.specs if s.name == primary) or "scenario"
+        floor = next(s.start_floor for s in run.specs if s.name == primary)
         doc["start_floor"] = floor
         tap = schedulers[primary]["mean_jct"]
         doc["reduction"] = {
