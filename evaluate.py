@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "offer the env builds from the true durations (scenario, default: an oracle-informed "
                         "policy) or durations the scheduler estimates in the episode from observed progress "
                         "(online: not an oracle)")
+    p.add_argument("--policy-batch", type=int, default=None, metavar="K",
+                   help="episodes (seeds) a checkpoint runs in lockstep, one batched forward pass per decision "
+                        "round (default: the seeds split evenly over the workers; 1: one episode at a time); "
+                        "the results do not depend on it")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
     p.add_argument("--report", action="store_true",
@@ -110,6 +114,8 @@ def _seeds(args: argparse.Namespace) -> list[int]:
         raise ConfigError(f"--seed-offset must be >= 0, got {args.seed_offset}")
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    if args.policy_batch is not None and args.policy_batch < 1:
+        raise ConfigError(f"--policy-batch must be >= 1, got {args.policy_batch}")
     seeds = list(range(args.seed_offset, args.seed_offset + args.seeds))
     if args.seeds < MIN_SEEDS_FOR_CI:
         why = ("1 seed gives no confidence interval" if args.seeds == 1 else
@@ -133,7 +139,7 @@ def run_curves(args: argparse.Namespace) -> int:
     from envs.config import ConfigError
 
     clash = _given(args, "checkpoint", "report", "checkpoint_dir", "scenario", "seeds", "seed_offset", "device",
-                   "policy_action", "policy_conflicts", "policy_floor")
+                   "policy_action", "policy_conflicts", "policy_floor", "policy_batch")
     if clash or args.overrides:
         what = ", ".join(clash + (["key=value overrides"] if args.overrides else []))
         raise ConfigError(f"--curves cannot be combined with {what}: it plots training runs on the scenario and "
@@ -188,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
                           overrides=args.overrides, workers=args.workers, device=device, progress=progress,
                           checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
                           command=getattr(args, "command", ""), policy_action=args.policy_action,
-                          policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
+                          policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor,
+                          policy_batch=args.policy_batch)
         print(f"wrote {path}", file=sys.stderr)
         return 0
     if args.checkpoint_dir:
@@ -200,14 +207,15 @@ def run(args: argparse.Namespace) -> int:
 
     build_progress_functions(cfg)  # a missing trace file is bad input: fail before any run
     for flag, value in (("--policy-action", args.policy_action), ("--policy-conflicts", args.policy_conflicts),
-                        ("--policy-floor", args.policy_floor)):
+                        ("--policy-floor", args.policy_floor), ("--policy-batch", args.policy_batch)):
         if value and not args.checkpoint:
             raise ConfigError(f"{flag} applies to checkpoints: give --checkpoint PATH (or --report)")
     specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action,
                                policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
     out = Path(args.out or Path("results") / cfg.name)
     run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
-                                      progress=progress, extra={"overrides": list(args.overrides)})
+                                      progress=progress, extra={"overrides": list(args.overrides)},
+                                      policy_batch=args.policy_batch)
     print(format_table(summary, run_), flush=True)
     print(f"wrote {out}/: summary.json tasks.csv run.json scenario.yaml jct_cdf.png tasks_in_system.png "
           "utilisation.png mean_jct.png", file=sys.stderr)

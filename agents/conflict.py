@@ -10,8 +10,10 @@ probability of the task, and the prior ``P(k)`` is
 * ``prior="code"``: the reference code's softmax over the competitors of the real ratio
   ``min_r free_k[r] / minreq[r]`` (reference §3.2; nearly one-hot on the richest cluster).
 
-The competitor with the largest posterior wins; exact ties are broken uniformly at random
-with a seeded ``torch.Generator``; every other competitor *loses* (its action becomes void
+The competitor with the largest posterior wins; ties (posteriors within :data:`TIE_TOLERANCE`
+of the best, in log space, so that claims equal in exact arithmetic -- identical clusters
+wanting the same task -- tie whatever float round-off the forward pass left on them, e.g. at
+another batch size) are broken uniformly at random with a seeded ``torch.Generator``; every other competitor *loses* (its action becomes void
 and its allocation term drops out of the loss). Only *active* agents compete: those that
 selected a task that is feasible for them (reference §7.6: resolve after the feasibility
 check). Everything is vectorised over the batch and the agents.
@@ -19,7 +21,9 @@ check). Everything is vectorised over the batch and the agents.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Sequence, Union
 
 import torch
 from torch import Tensor
@@ -35,6 +39,24 @@ CONFLICT_MODES = ("bayes", "sequential", "room")
 #: the modes in which agents choose one after another
 SEQUENTIAL_MODES = ("sequential", "room")
 _BIG = 1e18
+#: scores within this of the best, in log space, count as tied: the deterministic choice of a
+#: slot or an allocation (``agents.policy``) and the winner of a contested task
+TIE_TOLERANCE = 1e-4
+#: where a batch's random draws come from: one generator for the whole batch, one per sample
+#: (row ``b`` of every draw comes from ``generators[b]``, exactly as a batch of one would draw
+#: it, so episodes batched together keep their own random streams), or ``None`` (torch's global one)
+Generators = Union[torch.Generator, Sequence[torch.Generator], None]
+
+
+def uniform(shape: tuple[int, ...], generator: Generators, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """``torch.rand(shape)`` from ``generator`` (:data:`Generators`; per-sample generators draw
+    row by row along the leading batch axis)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.rand(shape, generator=generator, device=device, dtype=dtype)
+    if len(generator) != shape[0]:
+        raise ValueError(f"{len(generator)} generators for a batch of {shape[0]}")
+    row = (1, *shape[1:])
+    return torch.cat([torch.rand(row, generator=g, device=device, dtype=dtype) for g in generator])
 
 
 @dataclass
@@ -71,7 +93,7 @@ def resolve_conflicts(
     minreq: Tensor,
     active: Tensor,
     prior: str = "paper",
-    generator: torch.Generator | None = None,
+    generator: Generators = None,
 ) -> ConflictResult:
     """Resolve conflicts for a batch.
 
@@ -82,12 +104,13 @@ def resolve_conflicts(
         minreq: ``(B, N, 2)`` minimum requirement of the selected task.
         active: ``(B, N)`` bool, the agent selected a task feasible for it (it competes).
         prior: ``"paper"`` or ``"code"``.
-        generator: seeded generator for the tie-break (``torch.rand`` of shape ``(B, N)`` is
-            drawn on every call, so the stream advances identically whatever the outcome).
+        generator: seeded generator(s) for the tie-break (:data:`Generators`; a uniform draw of
+            shape ``(B, N)`` is made on every call, so the stream advances identically whatever
+            the outcome).
     """
     active = active.bool()
     B, N = task_key.shape
-    tie = torch.rand((B, N), generator=generator, device=task_key.device, dtype=torch.float64)
+    tie = uniform((B, N), generator, task_key.device, torch.float64)
     same = (task_key.unsqueeze(2) == task_key.unsqueeze(1)) & active.unsqueeze(2) & active.unsqueeze(1)
     w = prior_weight(free, minreq, prior)  # (B, N)
     s = score.to(torch.float64)
@@ -102,7 +125,7 @@ def resolve_conflicts(
     group_sum = torch.where(same, jk, torch.zeros_like(jk)).sum(2)
     group_max = torch.where(same, jk, torch.full_like(jk, -1.0)).max(dim=2).values
     posterior = torch.where(active, joint / group_sum.clamp(min=1e-300), torch.zeros_like(joint))
-    cand = active & (joint == group_max)
+    cand = active & (joint >= group_max * math.exp(-TIE_TOLERANCE))
     both = same & cand.unsqueeze(1)  # (b, i, k): k is a best candidate of i's group
     tk = tie.unsqueeze(1).expand(B, N, N)
     best_tie = torch.where(both, tk, torch.full_like(tk, -1.0)).max(dim=2).values

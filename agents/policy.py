@@ -32,7 +32,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from envs.config_section import ConfigSection, at_least, one_of, rule
-from agents.conflict import CONFLICT_MODES, PRIORS, SEQUENTIAL_MODES, resolve_conflicts
+from agents.conflict import (
+    CONFLICT_MODES, PRIORS, SEQUENTIAL_MODES, TIE_TOLERANCE, Generators, resolve_conflicts, uniform,
+)
 from agents.train_config import COMPILE_MODES
 from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_variant
 from envs.observation import KEYS
@@ -197,25 +199,21 @@ def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
     return torch.round(_free_fraction(obs).to(torch.float64) * scale.to(torch.float64))
 
 
-#: log-probabilities within this of the best count as tied for the deterministic choice
-TIE_TOLERANCE = 1e-4
-
-
 def _first_argmax(logp: Tensor) -> Tensor:
     """Deterministic choice: the lowest index whose log-probability is within
-    :data:`TIE_TOLERANCE` of the best. Choices that are equal in exact arithmetic (slots holding
+    :data:`~agents.conflict.TIE_TOLERANCE` of the best. Choices that are equal in exact arithmetic (slots holding
     tasks of the same type and age) then resolve the same way whatever float round-off the
     encoder implementation or the batch size leaves on them."""
     near = logp >= logp.max(-1, keepdim=True).values - TIE_TOLERANCE
     return near.to(torch.uint8).argmax(-1)
 
 
-def _gumbel_noise(like: Tensor, generator: torch.Generator | None) -> Tensor:
-    u = torch.rand(like.shape, generator=generator, device=like.device, dtype=like.dtype)
+def _gumbel_noise(like: Tensor, generator: Generators) -> Tensor:
+    u = uniform(tuple(like.shape), generator, like.device, like.dtype)
     return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
 
 
-def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
+def _gumbel_argmax(logits: Tensor, generator: Generators) -> Tensor:
     return (logits + _gumbel_noise(logits, generator)).argmax(-1)
 
 
@@ -227,7 +225,7 @@ def _sequential_choice(
     alloc_logp: Callable[[int | Tensor, Tensor], Tensor] | None = None,
     chosen: Tensor | None = None,
     deterministic: bool = False,
-    generator: torch.Generator | None = None,
+    generator: Generators = None,
     order: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None, Tensor]:
     """Choices with ``conflicts="sequential"`` or ``"room"``: agents choose one after another,
@@ -505,7 +503,7 @@ class TapFingerPolicy(nn.Module):
         enc: EncoderOutput,
         action: Tensor | None = None,
         deterministic: bool = False,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
         """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
 
@@ -567,12 +565,13 @@ class TapFingerPolicy(nn.Module):
         self,
         obs: Mapping[str, Tensor],
         deterministic: bool = False,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         with_value: bool = False,
     ) -> ActOutput:
         """Sample (or, deterministic, take the argmax of) a joint action for every sample.
 
-        Random draws (selection, conflict ties, allocation) all come from ``generator``. Runs
+        Random draws (selection, conflict ties, allocation) all come from ``generator`` (one for
+        the batch or one per sample, :data:`~agents.conflict.Generators`). Runs
         under ``torch.inference_mode`` (cheaper per op than ``no_grad``: a batch-1 round is
         ~15% faster on the CPU); the results are copied out as ordinary tensors, so callers may
         store them, write into them and use them as constants in a later loss.
@@ -586,7 +585,7 @@ class TapFingerPolicy(nn.Module):
         )
 
     def _act(
-        self, obs: Mapping[str, Tensor], deterministic: bool, generator: torch.Generator | None, with_value: bool
+        self, obs: Mapping[str, Tensor], deterministic: bool, generator: Generators, with_value: bool
     ) -> ActOutput:
         obs = self.as_tensors(obs)
         enc = self.encode(obs)

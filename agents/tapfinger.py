@@ -9,12 +9,17 @@ already claimed by a lower-index agent make the agent void). In ``multi`` mode t
 every round that placed something. Random draws (sampling when ``deterministic=False``,
 conflict tie-breaks) come from a ``torch.Generator`` seeded from the simulator's
 ``tiebreak`` stream, so the same seed gives the same decisions.
+
+:meth:`TapFingerScheduler.decide_batch` decides for several episodes with one forward pass
+(:func:`envs.scheduling.run_episodes_batched`); each row draws from its own episode's
+generator, so every episode gets the decisions it would get alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -53,7 +58,10 @@ class TapFingerScheduler:
     weights serve either); None: as the policy's config says. ``start_floor``: ``scenario`` (the
     offer as the env builds it: with the scenario's ``max_start_slowdown``, from the true
     durations) or ``online`` (the paper's offer, then the same factor applied to durations
-    estimated in the episode, :class:`~agents.online_floor.OnlineStartFloor`).
+    estimated in the episode, :class:`~agents.online_floor.OnlineStartFloor`). ``own_builder``:
+    build observations with a builder of its own instead of the one shared per (spec, offer)
+    (for episodes that run interleaved, :meth:`decide_batch`: a shared builder would rebuild its
+    per-workload tables at every switch).
     """
 
     def __init__(
@@ -64,6 +72,7 @@ class TapFingerScheduler:
         deterministic: bool | None = None,
         conflicts: str | None = None,
         start_floor: str = "scenario",
+        own_builder: bool = False,
     ) -> None:
         if (checkpoint is None) == (policy is None):
             raise ConfigError("TapFingerScheduler needs exactly one of checkpoint= or policy=")
@@ -80,6 +89,7 @@ class TapFingerScheduler:
         self.deterministic = bool(deterministic)
         self.name = self.policy.cfg.variant
         self.start_floor = check_start_floor(start_floor)
+        self.own_builder = bool(own_builder)
         self.spec: ObservationSpec | None = None
         self.builder: ObservationBuilder | None = None  # shared per (spec, offer), as build_observation's
         self.floor: OnlineStartFloor | None = None
@@ -91,19 +101,45 @@ class TapFingerScheduler:
         self.spec = ObservationSpec.from_config(sim.cfg)
         check_compatible(self.policy, self.spec)
         online = self.start_floor == "online" and sim.cfg.max_start_slowdown > 0
-        self.builder = self.spec.builder(0.0 if online else None)  # the paper's offer, or the scenario's
+        offer = 0.0 if online else None  # the paper's offer, or the scenario's
+        self.builder = ObservationBuilder(self.spec, offer) if self.own_builder else self.spec.builder(offer)
         self.floor = OnlineStartFloor(sim.cfg.max_start_slowdown) if online else None
         if self.floor is not None:
             self.floor.reset(sim)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(sim.rng_tiebreak.integers(0, 2**63 - 1)))
 
-    def decide(self, sim: Simulator) -> Decision:
+    def observe(self, sim: Simulator) -> dict[str, np.ndarray]:
+        """The observation the policy acts on (numpy, unbatched): the scenario's offer, or the
+        paper's with the online start floor's hold-back."""
         if self.spec is None:
             self.reset(sim)
         raw = self.builder(sim)
         if self.floor is not None:
             raw["feasible"] = self.floor.mask(sim, raw["feasible"])
-        obs = obs_to_torch(raw, self.device)
+        return raw
+
+    def decide(self, sim: Simulator) -> Decision:
+        obs = obs_to_torch(self.observe(sim), self.device)
         out = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
         return joint_action_to_decision(sim, out.action[0].cpu().numpy())
+
+    @staticmethod
+    def decide_batch(schedulers: Sequence[TapFingerScheduler], sims: Sequence[Simulator]) -> list[Decision]:
+        """``decide`` for several (scheduler, simulator) pairs with one forward pass.
+
+        The schedulers must share one policy object and act alike (deterministic or not); each
+        row's random draws come from its own scheduler's generator, so the decisions are those
+        each ``decide`` would take (up to float round-off of the batched forward, which the
+        deterministic choice's tie tolerance absorbs).
+        """
+        if not schedulers:
+            return []
+        first = schedulers[0]
+        if any(s.policy is not first.policy or s.deterministic != first.deterministic for s in schedulers):
+            raise ValueError("decide_batch: the schedulers must share one policy and its action mode")
+        raws = [s.observe(sim) for s, sim in zip(schedulers, sims, strict=True)]
+        obs = obs_to_torch({k: np.stack([r[k] for r in raws]) for k in raws[0]}, first.device, add_batch=False)
+        out = first.policy.act(obs, deterministic=first.deterministic, generator=[s.generator for s in schedulers])
+        actions = out.action.cpu().numpy()
+        return [joint_action_to_decision(sim, a) for sim, a in zip(sims, actions)]

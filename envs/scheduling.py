@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Generator, Protocol, Sequence
 
 import numpy as np
 
@@ -100,6 +100,47 @@ class EpisodeResult:
         return float(frac[:, 0].mean()), float(frac[:, 1].mean())
 
 
+def episode_loop(sim: Simulator) -> Generator[None, Decision, None]:
+    """The decision rounds of one episode as a coroutine: it stops (yields) whenever ``sim``
+    needs a decision and takes it by ``send``; it returns once every task completed (or the cap).
+
+    The one owner of the round rule: in ``single`` mode one round per real step, in ``multi``
+    mode rounds until one places nothing (at most ``N * pending_slots + 1``), then the real step
+    advances. :func:`run_episode` drives it with one scheduler; :func:`run_episodes_batched`
+    drives several episodes in lockstep.
+    """
+    max_rounds = sim.cfg.num_clusters * sim.cfg.pending_slots + 1
+    while not sim.done and not sim.truncated:
+        for _ in range(max_rounds):
+            placed = apply_decision(sim, (yield))
+            if sim.single or placed == 0:
+                break
+        sim.advance()
+
+
+def episode_result(sim: Simulator, name: str, seed: int, decision_seconds: float) -> EpisodeResult:
+    """The :class:`EpisodeResult` of a finished episode (``decision_seconds``: time spent deciding)."""
+    steps = max(sim.t, 1)
+    return EpisodeResult(
+        scheduler=name,
+        scenario=sim.cfg.name,
+        seed=int(seed),
+        records=sim.records(),
+        tasks_in_system=np.asarray(sim.tasks_in_system, dtype=np.int64),
+        usage=sim.usage_series(),
+        capacity=sim.capacity.copy(),
+        decision_ms=1000.0 * decision_seconds / steps,
+        conflicts=sim.conflicts,
+        invalid=sim.invalid,
+        truncated=sim.truncated,
+        steps=sim.t,
+    )
+
+
+def scheduler_name(scheduler: Any) -> str:
+    return getattr(scheduler, "name", type(scheduler).__name__)
+
+
 def run_episode(
     cfg: ScenarioConfig,
     scheduler: Scheduler,
@@ -109,28 +150,61 @@ def run_episode(
     """Run one scheduler on the workload of ``seed`` until every task completes (or the cap)."""
     sim = Simulator(cfg, seed, functions)
     scheduler.reset(sim)
-    max_rounds = cfg.num_clusters * cfg.pending_slots + 1
+    loop = episode_loop(sim)
     spent = 0.0
-    while not sim.done and not sim.truncated:
+    try:
+        next(loop)
+        while True:
+            t0 = time.perf_counter()
+            decision = scheduler.decide(sim)
+            spent += time.perf_counter() - t0
+            loop.send(decision)
+    except StopIteration:
+        pass
+    return episode_result(sim, scheduler_name(scheduler), seed, spent)
+
+
+#: ``decide_batch(schedulers, sims) -> decisions``: one decision per (scheduler, simulator) pair
+BatchDecide = Callable[[Sequence[Any], Sequence[Simulator]], Sequence[Decision]]
+
+
+def run_episodes_batched(
+    cfg: ScenarioConfig,
+    schedulers: Sequence[Scheduler],
+    seeds: Sequence[int],
+    decide_batch: BatchDecide,
+    functions: list[ProgressFunction] | None = None,
+) -> list[EpisodeResult]:
+    """Run ``schedulers[k]`` on the workload of ``seeds[k]``, every episode in lockstep: each
+    pass asks ``decide_batch`` once for the decisions of every episode that is still running.
+
+    Each episode follows :func:`episode_loop` on its own simulator, so its result is what
+    :func:`run_episode` gives whenever ``decide_batch`` returns what each scheduler's ``decide``
+    would (a batched policy: one forward pass for all episodes). Episodes may be at different
+    real steps or rounds (``multi`` mode); finished ones leave the batch. ``decision_ms``: each
+    pass's time split evenly over the episodes it served.
+    """
+    if len(schedulers) != len(seeds):
+        raise ValueError(f"{len(schedulers)} schedulers for {len(seeds)} seeds")
+    sims = [Simulator(cfg, seed, functions) for seed in seeds]
+    loops, spent = [], [0.0] * len(sims)
+    for scheduler, sim in zip(schedulers, sims):
+        scheduler.reset(sim)
+        loop = episode_loop(sim)
+        next(loop, None)
+        loops.append(loop)
+    live = [k for k, sim in enumerate(sims) if not (sim.done or sim.truncated)]
+    while live:
         t0 = time.perf_counter()
-        for _ in range(max_rounds):
-            placed = apply_decision(sim, scheduler.decide(sim))
-            if sim.single or placed == 0:
-                break
-        spent += time.perf_counter() - t0
-        sim.advance()
-    steps = max(sim.t, 1)
-    return EpisodeResult(
-        scheduler=getattr(scheduler, "name", type(scheduler).__name__),
-        scenario=cfg.name,
-        seed=int(seed),
-        records=sim.records(),
-        tasks_in_system=np.asarray(sim.tasks_in_system, dtype=np.int64),
-        usage=sim.usage_series(),
-        capacity=sim.capacity.copy(),
-        decision_ms=1000.0 * spent / steps,
-        conflicts=sim.conflicts,
-        invalid=sim.invalid,
-        truncated=sim.truncated,
-        steps=sim.t,
-    )
+        decisions = decide_batch([schedulers[k] for k in live], [sims[k] for k in live])
+        share = (time.perf_counter() - t0) / len(live)
+        running = []
+        for k, decision in zip(live, decisions, strict=True):
+            spent[k] += share
+            try:
+                loops[k].send(decision)
+                running.append(k)
+            except StopIteration:
+                pass
+        live = running
+    return [episode_result(sim, scheduler_name(s), seed, t) for s, sim, seed, t in zip(schedulers, sims, seeds, spent)]

@@ -206,9 +206,10 @@ def _valid_run(tmp_path: Path) -> list[str]:
         (lambda tmp: [str(tmp)], ["num_tasks=5"], "key=value overrides"),
         (_valid_run, ["--schedulers", "tapfinger"], "baselines only"),
         (lambda tmp: [str(tmp)], ["--policy-floor", "online"], "cannot be combined with --policy-floor"),
+        (lambda tmp: [str(tmp)], ["--policy-batch", "4"], "cannot be combined with --policy-batch"),
     ],
     ids=["not-a-dir", "no-config", "no-events", "no-tag", "two-scenarios", "checkpoint", "report", "overrides",
-         "policy-scheduler", "policy-floor"],
+         "policy-scheduler", "policy-floor", "policy-batch"],
 )
 def test_bad_input_exits_2(tmp_path, capsys, runs, extra, message):
     out = tmp_path / "out" / "c.png"

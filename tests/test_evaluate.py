@@ -334,6 +334,10 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
     assert proc.returncode == 2 and "--policy-floor applies to checkpoints" in proc.stderr, proc.stderr
     proc = cli("--scenario", "synthetic-3", "--policy-floor", "oracle", "--out", str(tmp_path / "o4"), *TINY)
     assert proc.returncode == 2 and "invalid choice: 'oracle'" in proc.stderr, proc.stderr
+    proc = cli("--scenario", "synthetic-3", "--policy-batch", "4", "--out", str(tmp_path / "o5"), *TINY)
+    assert proc.returncode == 2 and "--policy-batch applies to checkpoints" in proc.stderr, proc.stderr
+    proc = cli("--scenario", "synthetic-3", "--policy-batch", "0", "--out", str(tmp_path / "o6"), *TINY)
+    assert proc.returncode == 2 and "--policy-batch must be >= 1, got 0" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("chosen", ["sequential", "room"])

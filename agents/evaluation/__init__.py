@@ -57,11 +57,13 @@ def evaluate_scenario(
     device: str = "cpu",
     progress: bool = True,
     extra: dict[str, Any] | None = None,
+    policy_batch: int | None = None,
 ) -> tuple[EvaluationRun, dict[str, Any]]:
     """Run every scheduler on every seed and write ``out``; returns (run, summary).
 
     ``cfg`` should already be the evaluation variant (:meth:`ScenarioConfig.for_evaluation`)
     and ``specs`` come from :func:`resolve_schedulers` (which checks the checkpoints).
+    ``policy_batch``: episodes a policy runs in lockstep (:func:`run_evaluation`).
     """
     checkpoints = {}
     for spec in specs:
@@ -72,7 +74,8 @@ def evaluate_scenario(
             checkpoints[spec.name] = {"path": spec.checkpoint, "variant": spec.variant,
                                       "trained_on": spec.trained_on, "action": spec.action,
                                       "conflicts": spec.conflicts, "start_floor": spec.start_floor}
-    run = run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress)
+    run = run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress,
+                         policy_batch=policy_batch)
     meta = dict(extra or {})
     if checkpoints:
         meta["checkpoints"] = checkpoints

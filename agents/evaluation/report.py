@@ -211,6 +211,7 @@ def run_report(
     policy_action: str | None = None,
     policy_conflicts: str | None = None,
     policy_floor: str | None = None,
+    policy_batch: int | None = None,
 ) -> Path:
     """Evaluate every report scenario into ``out/<scenario>/`` and write ``out/REPORT.md``.
 
@@ -218,7 +219,8 @@ def run_report(
     (bad input raises :class:`ConfigError`). Each scenario's table is printed as it finishes.
     ``policy_action`` and ``policy_conflicts`` override how the checkpoints act and how their
     agents are reconciled (None: as each checkpoint says); ``policy_floor`` where their start
-    floor comes from (None: the scenario's offer).
+    floor comes from (None: the scenario's offer); ``policy_batch`` how many episodes a
+    checkpoint runs in lockstep (:func:`~agents.evaluation.runner.run_evaluation`).
     """
     from . import evaluate_scenario
 
@@ -236,7 +238,8 @@ def run_report(
     for name, cfg, ckpt, specs in plans:
         print(f"== {name}", file=sys.stderr, flush=True)
         run, summary = evaluate_scenario(cfg, specs, seeds, out / name, workers=workers, device=device,
-                                         progress=progress, extra={"overrides": list(overrides)})
+                                         progress=progress, extra={"overrides": list(overrides)},
+                                         policy_batch=policy_batch)
         print(format_table(summary, run) + "\n", flush=True)
         primary = run.policy_names[0] if run.policy_names else POLICY_NAME
         action = next((spec.action for spec in specs if spec.is_policy), ARGMAX)

@@ -1,10 +1,12 @@
 """Run every scheduler on the same seeded workloads (common random numbers), in parallel.
 
-A *job* is one scheduler on one workload seed: ``run_episode`` on a fresh
-:class:`~envs.core.Simulator`. Every scheduler sees the same seeds, hence the same tasks,
-arrivals, reachability and tie-break stream. Jobs run in ``workers`` spawned processes
-(``spawn``: safe with torch and CUDA) or in-process for ``workers=1``; the result does not
-depend on the number of workers or on the order in which jobs finish.
+A *job* is one scheduler on one workload seed (``run_episode`` on a fresh
+:class:`~envs.core.Simulator`), or a learned policy on a group of seeds run in lockstep with
+one batched forward pass per decision round (``run_episodes_batched``; ``policy_batch`` seeds
+per group). Every scheduler sees the same seeds, hence the same tasks, arrivals, reachability
+and tie-break stream. Jobs run in ``workers`` spawned processes (``spawn``: safe with torch and
+CUDA) or in-process for ``workers=1``; the result does not depend on the number of workers, the
+policy batch or the order in which jobs finish.
 
 Learned policies are imported lazily (:mod:`agents.tapfinger` only when a checkpoint is
 given), so a baseline-only evaluation never imports torch.
@@ -28,7 +30,7 @@ from envs.bound import fastest_durations
 from envs.config import ConfigError, ScenarioConfig
 from envs.core import Simulator
 from envs.progress import ProgressFunction, build_progress_functions
-from envs.scheduling import EpisodeResult, run_episode
+from envs.scheduling import EpisodeResult, run_episode, run_episodes_batched
 
 #: first evaluation workload seed by default; training draws its workload seeds from
 #: ``[1_000_000, 2**62)`` and its in-training validation uses ``10_000 + j``, so
@@ -243,8 +245,9 @@ class Worker:
         self.functions = build_progress_functions(cfg)
         self.policies: dict[str, Any] = {}
 
-    def make_scheduler(self, spec: SchedulerSpec) -> Any:
-        """A fresh scheduler for one episode (a policy's weights are loaded once per worker)."""
+    def make_scheduler(self, spec: SchedulerSpec, batched: bool = False) -> Any:
+        """A fresh scheduler for one episode (a policy's weights are loaded once per worker;
+        ``batched``: it will run interleaved with others, so it owns its observation builder)."""
         if not spec.is_policy:
             from agents.baselines import make_scheduler
 
@@ -256,16 +259,25 @@ class Worker:
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
                                   deterministic=spec.action != SAMPLE, conflicts=spec.conflicts,
-                                  start_floor=spec.start_floor)
+                                  start_floor=spec.start_floor, own_builder=batched)
 
-    def run_job(self, index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
-        """Run scheduler ``index`` on workload ``seed``; returns the result and its ``preemptive`` flag."""
+    def run_job(self, index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:
+        """Run scheduler ``index`` on the workloads ``seeds`` (several: a policy in lockstep,
+        :meth:`TapFingerScheduler.decide_batch`); returns the results and its ``preemptive`` flag."""
         spec = self.specs[index]
-        scheduler = self.make_scheduler(spec)
-        result = run_episode(self.cfg, scheduler, seed, self.functions)  # CheckpointError: policy misfits
-        result.scheduler = spec.name
-        flag = getattr(scheduler, "preemptive", None)
-        return index, seed, result, (bool(flag) if flag is not None else None)
+        if len(seeds) == 1:
+            schedulers = [self.make_scheduler(spec)]
+            results = [run_episode(self.cfg, schedulers[0], seeds[0], self.functions)]  # CheckpointError: misfit
+        else:
+            if not spec.is_policy:
+                raise ValueError(f"{spec.name}: only policies run several seeds in one job")
+            schedulers = [self.make_scheduler(spec, batched=True) for _ in seeds]
+            results = run_episodes_batched(self.cfg, schedulers, seeds, type(schedulers[0]).decide_batch,
+                                           self.functions)
+        for result in results:
+            result.scheduler = spec.name
+        flag = getattr(schedulers[0], "preemptive", None)
+        return index, results, (bool(flag) if flag is not None else None)
 
 
 #: the :class:`Worker` of a spawned evaluation process (set by :func:`_init_worker`)
@@ -295,10 +307,10 @@ def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, t
     _set_torch_threads(specs, torch_threads)
 
 
-def _run_job(index: int, seed: int) -> tuple[int, int, EpisodeResult, bool | None]:
+def _run_job(index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:
     """Entry point of a job in a spawned process."""
     assert _PROCESS_WORKER is not None, "_init_worker did not run"
-    return _PROCESS_WORKER.run_job(index, seed)
+    return _PROCESS_WORKER.run_job(index, seeds)
 
 
 def bound_durations(cfg: ScenarioConfig, seeds: Sequence[int], functions: list[ProgressFunction]) -> list[np.ndarray]:
@@ -334,6 +346,16 @@ def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def seed_groups(seeds: Sequence[int], batch: int | None, workers: int) -> list[tuple[int, ...]]:
+    """The seeds of a policy in groups of ``batch`` consecutive seeds (each group one job, run in
+    lockstep); ``None``: as even as possible over the ``workers``, ``ceil(K / workers)`` each."""
+    if batch is None:
+        batch = -(-len(seeds) // max(1, workers))
+    if batch < 1:
+        raise ConfigError(f"the policy batch must be >= 1 seed, got {batch}")
+    return [tuple(seeds[i:i + batch]) for i in range(0, len(seeds), batch)]
+
+
 def run_evaluation(
     cfg: ScenarioConfig,
     specs: Sequence[SchedulerSpec],
@@ -341,11 +363,15 @@ def run_evaluation(
     workers: int = 1,
     device: str = "cpu",
     progress: bool = True,
+    policy_batch: int | None = None,
 ) -> EvaluationRun:
     """Run every spec on every seed and collect the results (plus the bound).
 
     ``workers`` > 1 runs jobs in that many spawned processes; every process runs policies with
-    :data:`TORCH_THREADS` torch threads. ``progress`` shows a tqdm bar on stderr.
+    :data:`TORCH_THREADS` torch threads. A policy runs its seeds in groups of ``policy_batch``
+    episodes, one batched forward pass per decision round (:func:`seed_groups`; ``None``: split
+    evenly over the workers; 1: one episode at a time); baselines run one seed per job. The
+    results are the same either way. ``progress`` shows a tqdm bar on stderr.
     Errors in a job (e.g. :class:`ConfigError`) propagate after the pool is shut down.
     """
     specs, seeds = list(specs), [int(s) for s in seeds]
@@ -353,17 +379,20 @@ def run_evaluation(
         raise ConfigError("need at least one seed")
     if len(set(s.name for s in specs)) != len(specs):
         raise ConfigError(f"scheduler names must be unique, got {[s.name for s in specs]}")
-    jobs = [(i, seed) for i, _ in enumerate(specs) for seed in seeds]
-    workers = max(1, min(int(workers), len(jobs)))
+    workers = max(1, int(workers))
+    groups = seed_groups(seeds, policy_batch, workers)
+    jobs = [(i, group) for i, spec in enumerate(specs) for group in (groups if spec.is_policy else [(s,) for s in seeds])]
+    workers = min(workers, len(jobs))
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), desc=f"{cfg.name}", unit="run", disable=not progress, leave=False)
+    bar = tqdm(total=len(specs) * len(seeds), desc=f"{cfg.name}", unit="run", disable=not progress, leave=False)
     done: dict[tuple[int, int], tuple[EpisodeResult, bool | None]] = {}
 
-    def collect(index: int, seed: int, result: EpisodeResult, flag: bool | None) -> None:
-        done[(index, seed)] = (result, flag)
-        bar.set_postfix_str(f"{specs[index].name} seed {seed}", refresh=False)
-        bar.update(1)
+    def collect(index: int, results: list[EpisodeResult], flag: bool | None) -> None:
+        for result in results:
+            done[(index, result.seed)] = (result, flag)
+        bar.set_postfix_str(f"{specs[index].name} seed {results[-1].seed}", refresh=False)
+        bar.update(len(results))
 
     try:
         if workers == 1:
@@ -371,8 +400,8 @@ def run_evaluation(
             try:
                 worker = Worker(cfg, specs, device)
                 _set_torch_threads(specs, TORCH_THREADS)
-                for i, seed in jobs:
-                    collect(*worker.run_job(i, seed))
+                for i, group in jobs:
+                    collect(*worker.run_job(i, group))
             finally:
                 if threads:
                     import torch
@@ -382,7 +411,7 @@ def run_evaluation(
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                                      initargs=(cfg, specs, device, TORCH_THREADS)) as pool:
-                pending = {pool.submit(_run_job, i, seed) for i, seed in jobs}
+                pending = {pool.submit(_run_job, i, group) for i, group in jobs}
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                     for fut in finished:
