@@ -130,8 +130,9 @@ class TapFingerScheduler:
 
         The schedulers must share one policy object and act alike (deterministic or not); each
         row's random draws come from its own scheduler's generator, so the decisions are those
-        each ``decide`` would take (up to float round-off of the batched forward, which the
-        deterministic choice's tie tolerance absorbs).
+        each ``decide`` would take (the batched forward's float round-off is absorbed by the tie
+        tolerance of the deterministic choice and of Bayes' rule,
+        :data:`~agents.conflict.TIE_TOLERANCE`).
         """
         if not schedulers:
             return []
