@@ -21,6 +21,8 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted(os.path.basename(f)[:-5] for f in glob.glob(str(ROOT / "configs" / "*.yaml")))
 TOL = 1e-5
+#: a trained checkpoint's head outputs (log-probabilities, entropies, values) from the two encoders
+HEAD_TOL = 5e-5
 
 
 def env_observations(name: str, steps: int = 30, seed: int = 0, p_act: float = 0.6):
@@ -187,9 +189,16 @@ def test_shipped_checkpoint_loads_into_both_encoders():
     other = pol.act(batch, deterministic=True, generator=torch.Generator().manual_seed(0)).action
     assert torch.equal(action, other)
     with torch.no_grad():
+        obs = pol.as_tensors(batch)
+        enc_ref, enc = ref.encode(obs), pol.encode(obs)
         a, b = ref.evaluate(batch, action), pol.evaluate(batch, action)
+    for field in ("task", "cluster", "glob"):  # the encoders agree to TOL on real observations
+        assert (getattr(enc_ref, field) - getattr(enc, field)).abs().max() <= TOL
+    # The trained heads amplify the encoders' float32 round-off (~1e-6 here) into their outputs:
+    # up to 1.1e-5 in the log-probabilities and entropies of the file shipped 2026-11-24 (9.7e-6
+    # in the one before it), so those get HEAD_TOL; the untrained models above meet TOL throughout.
     for x, y in zip(a, b):
-        assert (x.float() - y.float()).abs().max() <= TOL
+        assert (x.float() - y.float()).abs().max() <= HEAD_TOL
 
 
 SYNC_OPS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_select", "aten::item",
