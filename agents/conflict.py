@@ -13,8 +13,9 @@ probability of the task, and the prior ``P(k)`` is
 The competitor with the largest posterior wins; ties (posteriors within :data:`TIE_TOLERANCE`
 of the best, in log space, so that claims equal in exact arithmetic -- identical clusters
 wanting the same task -- tie whatever float round-off the forward pass left on them, e.g. at
-another batch size) are broken uniformly at random with a seeded ``torch.Generator``; every other competitor *loses* (its action becomes void
-and its allocation term drops out of the loss). Only *active* agents compete: those that
+another batch size) are broken uniformly at random with a seeded ``torch.Generator``; every
+other competitor *loses* (its action becomes void and its allocation term drops out of the
+loss). Only *active* agents compete: those that
 selected a task that is feasible for them (reference §7.6: resolve after the feasibility
 check). Everything is vectorised over the batch and the agents.
 """

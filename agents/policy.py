@@ -201,9 +201,9 @@ def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
 
 def _first_argmax(logp: Tensor) -> Tensor:
     """Deterministic choice: the lowest index whose log-probability is within
-    :data:`~agents.conflict.TIE_TOLERANCE` of the best. Choices that are equal in exact arithmetic (slots holding
-    tasks of the same type and age) then resolve the same way whatever float round-off the
-    encoder implementation or the batch size leaves on them."""
+    :data:`~agents.conflict.TIE_TOLERANCE` of the best. Choices that are equal in exact
+    arithmetic (slots holding tasks of the same type and age) then resolve the same way whatever
+    float round-off the encoder implementation or the batch size leaves on them."""
     near = logp >= logp.max(-1, keepdim=True).values - TIE_TOLERANCE
     return near.to(torch.uint8).argmax(-1)
 
