@@ -19,6 +19,10 @@ Log-probabilities and entropies follow eqs. 13-14: an agent with no feasible slo
 *skipped* (contributes 0); a conflict loser keeps the selection term and drops the
 allocation term. :meth:`TapFingerPolicy.evaluate_actions` recomputes them from the stored
 observation and action (slot, allocation, lost flag), never by re-sampling.
+
+Under bfloat16 autocast (``train.precision``, :mod:`agents.precision`) the network passes run
+with bfloat16 matrix products; the selection and allocation logits and the values are cast to
+float32 before any distribution computation (log-softmax, sampling, conflicts, entropies).
 """
 
 from __future__ import annotations
@@ -448,12 +452,12 @@ class TapFingerPolicy(nn.Module):
     def _selection_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         """Masked selection logits ``(B, N, P)`` (compiled by :meth:`compile_passes`)."""
         fn = self._compiled.get("selection")
-        return fn(obs, enc) if fn is not None else self._selection_logits_eager(obs, enc)
+        return (fn(obs, enc) if fn is not None else self._selection_logits_eager(obs, enc)).float()
 
     def _alloc_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         """Masked allocation logits ``(B, N, A)`` of each agent's slot ``slot (B, N)``."""
         fn = self._compiled.get("allocation")
-        return fn(obs, enc, slot) if fn is not None else self._alloc_logits_eager(obs, enc, slot)
+        return (fn(obs, enc, slot) if fn is not None else self._alloc_logits_eager(obs, enc, slot)).float()
 
     def _selection_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         feasible = obs["feasible"].bool()
@@ -493,6 +497,10 @@ class TapFingerPolicy(nn.Module):
         task = enc.task.gather(2, idx.expand(-1, -1, 1, enc.task.shape[-1])).squeeze(2)
         low = obs["pending_min"].long().gather(2, idx.expand(-1, -1, 1, 2)).squeeze(2)
         return self.alloc_head(task, enc.cluster, low, obs["alloc_high"].long())
+
+    def _critic(self, enc: EncoderOutput) -> Tensor:
+        """Per-agent values ``(B, N)``, float32 (also under bfloat16 autocast)."""
+        return self.critic(enc.cluster, enc.glob).float()
 
     def _free(self, obs: Mapping[str, Tensor]) -> Tensor:
         return _free_resources(obs, self.free_scale if self.free_scale.numel() == 2 else None)
@@ -594,7 +602,7 @@ class TapFingerPolicy(nn.Module):
         sel = torch.where(skip, torch.zeros_like(sel), sel)
         alloc = torch.where(skip | lost, torch.zeros_like(alloc), alloc)
         action = torch.stack([sel, alloc, lost.long()], dim=-1)
-        value = self.critic(enc.cluster, enc.glob) if with_value else None
+        value = self._critic(enc) if with_value else None
         return ActOutput(action=action, log_prob=log_prob, entropy=entropy, skip=skip, value=value,
                          extra={"posterior": posterior})
 
@@ -603,7 +611,7 @@ class TapFingerPolicy(nn.Module):
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
         _, _, _, log_prob, entropy, skip, _ = self._joint_pass(obs, enc, action)
-        return log_prob, entropy, skip, self.critic(enc.cluster, enc.glob)
+        return log_prob, entropy, skip, self._critic(enc)
 
     def evaluate_actions(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per-agent ``(log_prob, entropy, skip)`` of stored joint actions (eqs. 12-14); differentiable."""
@@ -614,8 +622,7 @@ class TapFingerPolicy(nn.Module):
     def value(self, obs: Mapping[str, Tensor]) -> Tensor:
         """Centralised critic: ``(B, N)`` values (one head per agent, shared weights by default)."""
         obs = self.as_tensors(obs)
-        enc = self.encode(obs)
-        return self.critic(enc.cluster, enc.glob)
+        return self._critic(self.encode(obs))
 
     def distributions(self, obs: Mapping[str, Tensor]) -> PolicyDistributions:
         """Every agent's full action distribution and value with one encoder pass; differentiable."""
@@ -625,14 +632,14 @@ class TapFingerPolicy(nn.Module):
         P = enc.task.shape[2]
         low = obs["pending_min"].long()
         high = obs["alloc_high"].long().unsqueeze(2).expand(-1, -1, P, -1)
-        alloc = F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high), dim=-1)
+        alloc = F.log_softmax(self.alloc_head(enc.task, enc.cluster, low, high).float(), dim=-1)
         skip = ~obs["feasible"].bool().any(-1)
-        return PolicyDistributions(sel, alloc, skip, self.critic(enc.cluster, enc.glob))
+        return PolicyDistributions(sel, alloc, skip, self._critic(enc))
 
     def _agent_alloc_logp(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Callable[[int | Tensor, Tensor], Tensor]:
         """``f(i, slot (B,)) -> (B, A)``: agent ``i``'s allocation log-probabilities at ``slot``
         (the head's MLP runs once for every slot; the masked joint logits only for the slot asked)."""
-        feats = self.alloc_head.features(enc.task, enc.cluster)  # (B, N, P, F)
+        feats = self.alloc_head.features(enc.task, enc.cluster).float()  # (B, N, P, F)
         low, high = obs["pending_min"].long(), obs["alloc_high"].long()
 
         def at(i: int | Tensor, slot: Tensor) -> Tensor:

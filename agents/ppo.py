@@ -24,6 +24,9 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
     (sample, agent) entries; the value loss over all of them;
   - diagnostics: approx KL, clip fraction, explained variance, behaviour/recomputed
     log-prob mismatch.
+
+``train.precision=bfloat16`` (:mod:`agents.precision`) runs the network passes of collection
+and of the update under bfloat16 autocast; validation (outside training steps) runs float32.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from tianshou.data.types import (
 )
 
 from agents.policy import obs_to_torch
+from agents.precision import FLOAT32, autocast, check_precision
 
 
 class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
@@ -102,6 +106,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         action_space: Any,
         observation_space: Any = None,
         deterministic_eval: bool = True,
+        precision: str = FLOAT32,
     ) -> None:
         super().__init__(
             actor=ActorAdapter(net),
@@ -113,6 +118,9 @@ class JointActorPolicy(ProbabilisticActorPolicy):
             action_bound_method=None,
         )
         self.eval_generator: torch.Generator | None = None
+        #: precision of the network passes when collecting (``train.precision``); evaluation
+        #: outside training steps always runs float32
+        self.precision = check_precision(precision)
 
     @property
     def net(self) -> nn.Module:
@@ -127,8 +135,9 @@ class JointActorPolicy(ProbabilisticActorPolicy):
     def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
         evaluating = not self.is_within_training_step
         deterministic = self.deterministic_eval and evaluating
-        with torch.no_grad():
-            obs = obs_to_torch(batch.obs, module_device(self.net))
+        device = module_device(self.net)
+        with torch.no_grad(), autocast(FLOAT32 if evaluating else self.precision, device):
+            obs = obs_to_torch(batch.obs, device)
             out = self.net.act(obs, deterministic=deterministic, generator=self.eval_generator if evaluating else None)
         return cast(ActBatchProtocol, Batch(
             act=out.action.cpu().numpy(),
@@ -218,6 +227,7 @@ class MultiAgentPPO(PPO):
         max_batchsize: int = 1024,
         gamma: float = 0.99,
         return_scaling: bool = False,
+        precision: str = FLOAT32,
     ) -> None:
         super().__init__(
             policy=policy,
@@ -239,6 +249,8 @@ class MultiAgentPPO(PPO):
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self._pre_stats: dict[str, float] = {}
+        #: precision of the network passes of the update (``train.precision``, agents/precision.py)
+        self.precision = check_precision(precision)
 
     @property
     def net(self) -> nn.Module:
@@ -250,15 +262,17 @@ class MultiAgentPPO(PPO):
 
     # ------------------------------------------------------------------ network calls
     def _evaluate(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``(log_prob, entropy, skip, value)`` per agent, one encoder pass when the net offers it."""
-        if hasattr(self.net, "evaluate"):
-            return self.net.evaluate(obs, act)
-        logp, entropy, skip = self.net.evaluate_actions(obs, act)
-        return logp, entropy, skip, self.net.value(obs)
+        """``(log_prob, entropy, skip, value)`` per agent, one encoder pass when the net offers it
+        (network passes in ``precision``; the net returns float32 log-probs and values)."""
+        with autocast(self.precision, self.device):
+            if hasattr(self.net, "evaluate"):
+                return self.net.evaluate(obs, act)
+            logp, entropy, skip = self.net.evaluate_actions(obs, act)
+            return logp, entropy, skip, self.net.value(obs)
 
     def _values(self, obs: Batch) -> torch.Tensor:
         out = []
-        with torch.no_grad():
+        with torch.no_grad(), autocast(self.precision, self.device):
             for chunk in obs.split(self.max_batchsize, shuffle=False, merge_last=True):
                 out.append(self.net.value(obs_to_torch(chunk, self.device)).float())
         return torch.cat(out, dim=0)

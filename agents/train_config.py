@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from agents.precision import FLOAT32, PRECISIONS
 from envs.config import ConfigError, parse_override
 
 from envs.config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
@@ -101,6 +102,7 @@ class TrainConfig(ConfigSection):
     device: str = "auto"
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
+    precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/precision.py)
     # -- PPO (tianshou PPO arguments)
     lr: float = 1e-4
     lr_schedule: str = CONSTANT_LR  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
@@ -155,6 +157,7 @@ class TrainConfig(ConfigSection):
         at_least("torch_threads", 1, nullable=True),
         rule(lambda c: c.compile is None or c.compile in COMPILE_MODES,
              f"compile must be null or one of {list(COMPILE_MODES)}, got {{compile!r}}"),
+        one_of("precision", PRECISIONS),
         greater_than("lr", 0, finite=True),
         one_of("lr_schedule", LR_SCHEDULES),
         between("eps_clip", 0, 1, open=True),

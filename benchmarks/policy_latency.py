@@ -14,6 +14,7 @@ against the machine's matmul peak, that says whether a key is bound by arithmeti
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
         [--encoder auto|dense|pyg] [--conflicts bayes|sequential|room] [--faithful] [--big-threads 2] [--compile MODE]
+        [--precision float32|bfloat16]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
@@ -22,7 +23,8 @@ model (``PolicyConfig.paper()``: plain 6-layer HAN, hidden 256, with shared acto
 weights serve every N). ``--big-threads`` sets the torch threads of the large-batch keys
 (default: ``--threads``). ``--compile MODE`` runs the policy with
 :meth:`~agents.policy.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
-adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation.
+adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation. ``--precision
+bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.precision`).
 
 The last stdout line is one JSON object with every number, the same keys measured in process
 CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
@@ -43,6 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
+from agents.precision import FLOAT32, PRECISIONS, autocast
 from agents.train_config import COMPILE_MODES
 from envs import Simulator, load_scenario
 from envs.observation import ObservationSpec, build_observation
@@ -118,13 +121,14 @@ def act_batches(device: torch.device) -> tuple[int, ...]:
 
 def bench_device(
     device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool, big_threads: int | None = None,
-    compile_mode: str | None = None,
+    compile_mode: str | None = None, precision: str = FLOAT32,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """``(wall-clock results, process-CPU-time results, MFLOP per sample)``: the first two with
     the same keys, the third for the large-batch keys (see :func:`mflop_per_sample`).
 
     ``big_threads``: torch threads for the large-batch keys (default: unchanged).
     ``compile_mode``: :meth:`TapFingerPolicy.compile_passes` first (the warm-up calls compile).
+    ``precision``: every call runs in :func:`agents.precision.autocast` (``train.precision``).
     """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -141,19 +145,23 @@ def bench_device(
         singles = [obs_to_torch(o, device) for o in obs]
         it = iter(range(10**9))
 
+        def act(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            with autocast(precision, device):
+                return pol.act(batch, generator=gen).action
+
         def one() -> None:
-            pol.act(singles[next(it) % len(singles)], generator=gen)
+            act(singles[next(it) % len(singles)])
 
         w, c = time_calls(one, repeats, warmup, device)
         res[f"{tag}-N{n}"], cpu[f"{tag}-N{n}"] = round(1000.0 * w, 3), round(1000.0 * c, 3)
         b64 = _batch(obs, device)
-        w, c = time_calls(lambda: pol.act(b64, generator=gen), max(5, repeats // 5), 2, device)
+        w, c = time_calls(lambda: act(b64), max(5, repeats // 5), 2, device)
         res[f"{tag}-N{n}-b64"], cpu[f"{tag}-N{n}-b64"] = round(64 / w, 1), round(64 / max(c, 1e-9), 1)
         if n != 6:
             continue
         largest = max(big, *act_batches(device))
         many = _batch((obs * (largest // len(obs) + 1))[:largest], device)
-        action = pol.act(many, generator=gen).action
+        action = act(many)
         threads = torch.get_num_threads()
         for size in (256, big) if train else ():
             if size == big and big_threads:
@@ -162,7 +170,8 @@ def bench_device(
             pol.train()
 
             def step() -> None:
-                logp, ent, _, value = pol.evaluate(sub, sub_action)
+                with autocast(precision, device):
+                    logp, ent, _, value = pol.evaluate(sub, sub_action)
                 (logp.sum() + ent.sum() + value.sum()).backward()
 
             w, c = time_calls(step, max(2, repeats // (10 if size == 256 else 20)), 1, device)
@@ -175,9 +184,9 @@ def bench_device(
             torch.set_num_threads(big_threads)
         for size in act_batches(device):
             sub = {k: v[:size] for k, v in many.items()}
-            w, c = time_calls(lambda: pol.act(sub, generator=gen), max(2, repeats // 20), 1, device)
+            w, c = time_calls(lambda: act(sub), max(2, repeats // 20), 1, device)
             res[f"{tag}-N6-b{size}"], cpu[f"{tag}-N6-b{size}"] = round(size / w, 1), round(size / max(c, 1e-9), 1)
-            flops[f"{tag}-N6-b{size}"] = mflop_per_sample(lambda: pol.act(sub, generator=gen), size)
+            flops[f"{tag}-N6-b{size}"] = mflop_per_sample(lambda: act(sub), size)
         torch.set_num_threads(threads)
     return res, cpu, flops
 
@@ -200,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", choices=COMPILE_MODES, default=None, metavar="MODE",
                     help=f"torch.compile the policy's tensor passes first ({', '.join(COMPILE_MODES)}; "
                          "default: eager); the warm-up calls pay the compilation")
+    ap.add_argument("--precision", choices=PRECISIONS, default=FLOAT32,
+                    help="autocast of the policy's network passes (train.precision; default float32)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or (args.big_threads is not None and args.big_threads < 1):
         print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     flops: dict[str, float] = {}
     for dev in devices:
         wall, cpu, dev_flops = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train,
-                                            args.big_threads, args.compile)
+                                            args.big_threads, args.compile, args.precision)
         results.update(wall)
         cpu_time.update(cpu)
         flops.update(dev_flops)
@@ -230,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     results["gflops"] = {k: round(v * results[k] / 1000, 2) for k, v in flops.items()}
     results["settings"] = {"threads": args.threads, "big_threads": args.big_threads or args.threads,
                            "repeats": args.repeats, "policy": cfg.to_dict(), "compile": args.compile,
-                           "torch": torch.__version__}
+                           "precision": args.precision, "torch": torch.__version__}
     print(json.dumps(results))
     return 0
 

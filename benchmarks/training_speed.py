@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": t.batch_size,
         "repeat": t.repeat,
         "torch_threads": torch.get_num_threads(),
+        "precision": t.precision,
     }
     print(json.dumps(out))
     return 0

@@ -66,7 +66,7 @@ class PerGraphHANConv(HANConv):
         alpha = pyg_softmax(alpha, dst, None, n_dst)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         msg = x_src.index_select(0, src) * alpha.unsqueeze(-1)  # (E, H, D)
-        out = x_src.new_zeros((n_dst,) + tuple(x_src.shape[1:])).index_add_(0, dst, msg)
+        out = msg.new_zeros((n_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
         return out.view(n_dst, self.out_channels)
 
     def _group(self, xs: list[Tensor], batch: Tensor, num_graphs: int) -> Tensor:
@@ -78,7 +78,7 @@ class PerGraphHANConv(HANConv):
         if n == 0:
             return out.new_zeros(0, C)
         keys = torch.tanh(self.k_lin(out))  # (R, n, C)
-        sums = out.new_zeros(R, num_graphs, C).index_add_(1, batch, keys)
+        sums = keys.new_zeros(R, num_graphs, C).index_add_(1, batch, keys)
         counts = torch.bincount(batch, minlength=num_graphs).clamp(min=1).to(out.dtype)
         score = (self.q * (sums / counts.view(1, -1, 1))).sum(-1)  # (R, G)
         attn = torch.softmax(score, dim=0)[:, batch]  # (R, n)
@@ -147,6 +147,6 @@ class GraphEncoder(nn.Module):
         g = build_hetero_batch(obs)
         h = self.han(g)
         B, N, _ = g.slot_node.shape
-        table = torch.cat([h["pending"], self.dummy.unsqueeze(0)], dim=0)
+        table = torch.cat([h["pending"], self.dummy.unsqueeze(0).to(h["pending"].dtype)], dim=0)
         task = table[g.slot_node]
         return EncoderOutput(task=task, cluster=h["cluster"].view(B, N, -1), glob=h["shortcut"])

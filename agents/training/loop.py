@@ -127,7 +127,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     if t.compile:
         net.compile_passes(t.compile)
     policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
-                              deterministic_eval=t.eval_action == ARGMAX)
+                              deterministic_eval=t.eval_action == ARGMAX, precision=t.precision)
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),
@@ -141,6 +141,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         max_batchsize=t.max_batchsize,
         gamma=t.resolved_gamma(spec.scenario.mode),
         return_scaling=t.return_scaling,
+        precision=t.precision,
     )
     return algorithm, net
 
