@@ -9,7 +9,8 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
   deterministic, or sampled with ``deterministic_eval=False`` (``train.eval_action=sample``),
   with its own seeded generator for samples and conflict ties. It runs without
   gradients and stores the behaviour log-probabilities in the buffer (``policy.logp``) as a
-  consistency diagnostic.
+  consistency diagnostic (with ``train.old_stats=behaviour`` also the skip flags and critic
+  values, ``policy.skip`` / ``policy.value``, which the update then uses).
 * :class:`ActorAdapter` / :class:`CriticAdapter` -- thin ``nn.Module`` views of the same
   network, so tianshou's ``ActorCritic`` optimiser sees every parameter exactly once.
 * :class:`MultiAgentPPO` -- keeps everything per agent:
@@ -17,9 +18,10 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
   - GAE per agent on ``info["agent_rewards"]`` (B, N) with the centralised critic's
     per-agent values (tianshou's ``compute_episodic_return`` semantics, vectorised over the
     agent columns: :func:`gae_advantages`);
-  - ``logp_old`` / entropy / skip flags per agent from ``evaluate_actions`` on the STORED
+  - ``logp_old`` / skip flags / values per agent from ``evaluate`` on the STORED
     observations and actions (the paper's eqs. 12-14: a conflict loser keeps only its task
-    selection term, a skipped agent contributes nothing);
+    selection term, a skipped agent contributes nothing), or, with ``old_stats="behaviour"``,
+    the collection step's own (the same quantities of the same network, without the extra pass);
   - per-agent clipped ratios; the surrogate and entropy are averaged over non-skipped
     (sample, agent) entries; the value loss over all of them;
   - diagnostics: approx KL, clip fraction, explained variance, behaviour/recomputed
@@ -53,6 +55,7 @@ from tianshou.data.types import (
 
 from agents.policy import obs_to_torch
 from agents.precision import FLOAT32, autocast, check_precision
+from agents.train_config import BEHAVIOUR, OLD_STATS, RECOMPUTE
 
 
 class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
@@ -121,6 +124,9 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         #: precision of the network passes when collecting (``train.precision``); evaluation
         #: outside training steps always runs float32
         self.precision = check_precision(precision)
+        #: training steps also store the skip flags and critic values (set by
+        #: :class:`MultiAgentPPO` for ``old_stats="behaviour"``)
+        self.store_behaviour = False
 
     @property
     def net(self) -> nn.Module:
@@ -138,13 +144,14 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         device = module_device(self.net)
         with torch.no_grad(), autocast(FLOAT32 if evaluating else self.precision, device):
             obs = obs_to_torch(batch.obs, device)
-            out = self.net.act(obs, deterministic=deterministic, generator=self.eval_generator if evaluating else None)
-        return cast(ActBatchProtocol, Batch(
-            act=out.action.cpu().numpy(),
-            state=state,
-            dist=None,
-            policy=Batch(logp=out.log_prob.float().cpu().numpy()),
-        ))
+            store = self.store_behaviour and not evaluating
+            generator = self.eval_generator if evaluating else None
+            out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store)
+        stored = Batch(logp=out.log_prob.float().cpu().numpy())
+        if store:
+            stored.skip = out.skip.cpu().numpy()
+            stored.value = out.value.float().cpu().numpy()
+        return cast(ActBatchProtocol, Batch(act=out.action.cpu().numpy(), state=state, dist=None, policy=stored))
 
 
 @dataclass(kw_only=True)
@@ -159,7 +166,8 @@ class MAPPOTrainingStats(TrainingStats):
     clip_fraction: float
     explained_variance: float
     grad_norm: float  # total gradient norm before clipping
-    logp_mismatch: float  # mean |behaviour log-prob - recomputed log-prob| (0 when consistent)
+    logp_mismatch: float  # mean |behaviour log-prob - recomputed log-prob| (0 when consistent); with
+    # old_stats="behaviour": over the first minibatch, before its gradient step
     active_fraction: float  # share of (sample, agent) entries that are not skipped
     gradient_steps: int
 
@@ -228,7 +236,10 @@ class MultiAgentPPO(PPO):
         gamma: float = 0.99,
         return_scaling: bool = False,
         precision: str = FLOAT32,
+        old_stats: str = RECOMPUTE,
     ) -> None:
+        if old_stats not in OLD_STATS:
+            raise ValueError(f"old_stats must be one of {', '.join(OLD_STATS)}, got {old_stats!r}")
         super().__init__(
             policy=policy,
             critic=CriticAdapter(policy.net),
@@ -249,8 +260,12 @@ class MultiAgentPPO(PPO):
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self._pre_stats: dict[str, float] = {}
+        self._mismatch_pending = False  # logp_mismatch still to measure on the first minibatch
         #: precision of the network passes of the update (``train.precision``, agents/precision.py)
         self.precision = check_precision(precision)
+        #: where logp_old / skip / v_s come from (``train.old_stats``, agents/train_config.py)
+        self.old_stats = old_stats
+        policy.store_behaviour = old_stats == BEHAVIOUR
 
     @property
     def net(self) -> nn.Module:
@@ -360,25 +375,41 @@ class MultiAgentPPO(PPO):
     def _preprocess_batch(  # type: ignore[override]
         self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray
     ) -> MAPPOBatchProtocol:
-        """Old log-probs, STORED skip flags and values from the stored obs/actions, then per-agent GAE."""
+        """Old log-probs, STORED skip flags and values, then per-agent GAE.
+
+        ``old_stats="recompute"``: one pass without gradients over the stored obs/actions;
+        ``"behaviour"``: the collection step's (``policy.logp/skip/value``), when every stored
+        transition has them (else recomputed).
+        """
         device = self.device
         batch.obs = to_torch(batch.obs, device=device)
         batch.act = torch.as_tensor(np.asarray(batch.act), dtype=torch.long, device=device)
-        logp, skip, values = [], [], []
-        with torch.no_grad():
-            for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
-                lp, _, sk, v = self._evaluate(obs_to_torch(mb.obs, device), mb.act)
-                logp.append(lp.float())
-                skip.append(sk.bool())
-                values.append(v.float())
-        batch.logp_old = torch.cat(logp, dim=0)
-        batch.skip = torch.cat(skip, dim=0)
-        batch.v_s = torch.cat(values, dim=0)
+        policy_entry = batch.get("policy", None)
+        stored = policy_entry if isinstance(policy_entry, Batch) else Batch()
+        n = len(batch.act)
+        self._mismatch_pending = False
+        if self.old_stats == BEHAVIOUR and all(len(stored.get(k, ())) == n for k in ("logp", "skip", "value")):
+            batch.logp_old = torch.as_tensor(np.asarray(stored.logp), dtype=torch.float32, device=device)
+            batch.skip = torch.as_tensor(np.asarray(stored.skip), dtype=torch.bool, device=device)
+            batch.v_s = torch.as_tensor(np.asarray(stored.value), dtype=torch.float32, device=device)
+            self._mismatch_pending = True  # measured on the update's first minibatch instead
+        else:
+            logp, skip, values = [], [], []
+            with torch.no_grad():
+                for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
+                    lp, _, sk, v = self._evaluate(obs_to_torch(mb.obs, device), mb.act)
+                    logp.append(lp.float())
+                    skip.append(sk.bool())
+                    values.append(v.float())
+            batch.logp_old = torch.cat(logp, dim=0)
+            batch.skip = torch.cat(skip, dim=0)
+            batch.v_s = torch.cat(values, dim=0)
         batch = self._add_returns_and_advantages(batch, buffer, indices)
         batch.pop("obs_next", None)  # only needed for the bootstrap values
-        policy_entry = batch.get("policy", None)
-        behaviour = policy_entry.get("logp", None) if isinstance(policy_entry, Batch) else None
-        if behaviour is not None and len(behaviour) == len(batch.logp_old):
+        behaviour = stored.get("logp", None)
+        if self._mismatch_pending:
+            self._pre_stats["logp_mismatch"] = 0.0
+        elif behaviour is not None and len(behaviour) == n:
             diff = torch.as_tensor(np.asarray(behaviour), dtype=torch.float32, device=device) - batch.logp_old
             self._pre_stats["logp_mismatch"] = float(_masked_mean(diff.abs(), ~batch.skip))
         else:
@@ -404,6 +435,9 @@ class MultiAgentPPO(PPO):
                     std = _masked_mean((adv - mean) ** 2, active).sqrt()
                     adv = (adv - mean) / (std + self._eps)
                 log_ratio = torch.where(active, logp - mb.logp_old, torch.zeros_like(logp))
+                if self._mismatch_pending:  # behaviour stats: the network has not moved yet
+                    self._pre_stats["logp_mismatch"] = float(_masked_mean(log_ratio.detach().abs(), active))
+                    self._mismatch_pending = False
                 ratio = log_ratio.exp()
                 surr1 = ratio * adv
                 surr2 = ratio.clamp(1.0 - self.eps_clip, 1.0 + self.eps_clip) * adv

@@ -74,6 +74,12 @@ ARGMAX, SAMPLE = EVAL_ACTIONS
 #: keeps ``lr``; ``linear`` anneals it from ``lr`` at env step 0 to 0 at ``steps``
 LR_SCHEDULES = ("constant", "linear")
 CONSTANT_LR, LINEAR_LR = LR_SCHEDULES
+#: where the PPO update takes each transition's old log-probs, skip flags and critic value
+#: (``train.old_stats``): ``recompute`` -- one pass of the current network over the collected batch
+#: before the first gradient step (tianshou's rule); ``behaviour`` -- the collection step's own
+#: (CleanRL's rule: no extra pass; the acting pass also computes the critic)
+OLD_STATS = ("recompute", "behaviour")
+RECOMPUTE, BEHAVIOUR = OLD_STATS
 #: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
@@ -118,6 +124,7 @@ class TrainConfig(ConfigSection):
     value_clip: bool = False
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
+    old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
     # -- warm start by imitation (agents/imitation.py), before the first PPO update of a new run
     imitate: str | None = None  # teacher scheduler spec, e.g. "optimus:preemptive=false" (None: no warm start)
     imitate_episodes: int = 64  # episodes (training workloads) recorded per imitation round
@@ -160,6 +167,7 @@ class TrainConfig(ConfigSection):
         one_of("precision", PRECISIONS),
         greater_than("lr", 0, finite=True),
         one_of("lr_schedule", LR_SCHEDULES),
+        one_of("old_stats", OLD_STATS),
         between("eps_clip", 0, 1, open=True),
         between("gae_lambda", 0, 1),
         between("gamma", 0, 1, nullable=True),

@@ -181,3 +181,29 @@ def test_policy_latency_sequential_conflicts(capsys):
     assert mod.main(["--cpu-only", "--no-train", "--repeats", "1", "--warmup", "0", "--conflicts", "sequential"]) == 0
     out = last_json(capsys.readouterr().out)
     assert out["settings"]["policy"]["conflicts"] == "sequential" and out["cpu-N6"] > 0
+
+
+SPEED_TINY = ["--envs", "4", "--iterations", "1", "train.collect_steps=32", "train.batch_size=16",
+              "policy.hidden=16", "policy.pointer_dim=16", "policy.pointer_ffn=16", "num_tasks=8"]
+
+
+def test_training_speed_reports_rates(capsys):
+    mod = bench("training_speed")
+    assert mod.main(["--json", *SPEED_TINY]) == 0
+    out = last_json(capsys.readouterr().out)
+    assert out["collect_steps"] == 32 and out["batch_size"] == 16 and out["repeat"] == 2
+    assert out["precision"] == "float32" and out["old_stats"] == "recompute"
+    assert out["env_steps_per_s"] > 0 and out["collect_steps_per_s"] > out["env_steps_per_s"]
+    assert out["update_samples_per_s"] > 0
+
+
+def test_training_speed_compares_variants_in_one_process(capsys):
+    mod = bench("training_speed")
+    assert mod.main(["--json", "--compare", "train.old_stats=recompute,behaviour", *SPEED_TINY]) == 0
+    out = last_json(capsys.readouterr().out)
+    assert list(out["variants"]) == ["recompute", "behaviour"]
+    assert [v["old_stats"] for v in out["variants"].values()] == ["recompute", "behaviour"]
+    assert out["ratios"]["recompute"] == 1.0 and out["ratios"]["behaviour"] > 0
+    for bad in ("train.old_stats=behaviour", "=a,b", "train.old_stats", "train.old_stats=recompute,stored"):
+        with pytest.raises(SystemExit):
+            mod.main(["--compare", bad, *SPEED_TINY])

@@ -142,6 +142,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         gamma=t.resolved_gamma(spec.scenario.mode),
         return_scaling=t.return_scaling,
         precision=t.precision,
+        old_stats=t.old_stats,
     )
     return algorithm, net
 
