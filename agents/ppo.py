@@ -150,7 +150,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
             stored.skip = out.skip.cpu().numpy()
-            stored.value = out.value.float().cpu().numpy()
+            stored.value = out.value.cpu().numpy()  # float32 (TapFingerPolicy._critic)
         return cast(ActBatchProtocol, Batch(act=out.action.cpu().numpy(), state=state, dist=None, policy=stored))
 
 
@@ -239,7 +239,7 @@ class MultiAgentPPO(PPO):
         old_stats: str = RECOMPUTE,
     ) -> None:
         if old_stats not in OLD_STATS:
-            raise ValueError(f"old_stats must be one of {', '.join(OLD_STATS)}, got {old_stats!r}")
+            raise ValueError(f"old_stats must be one of {list(OLD_STATS)}, got {old_stats!r}")
         super().__init__(
             policy=policy,
             critic=CriticAdapter(policy.net),
@@ -387,12 +387,13 @@ class MultiAgentPPO(PPO):
         policy_entry = batch.get("policy", None)
         stored = policy_entry if isinstance(policy_entry, Batch) else Batch()
         n = len(batch.act)
-        self._mismatch_pending = False
-        if self.old_stats == BEHAVIOUR and all(len(stored.get(k, ())) == n for k in ("logp", "skip", "value")):
+        self._mismatch_pending = self.old_stats == BEHAVIOUR and all(
+            len(stored.get(k, ())) == n for k in ("logp", "skip", "value"))
+        if self._mismatch_pending:  # the mismatch is measured on the update's first minibatch
             batch.logp_old = torch.as_tensor(np.asarray(stored.logp), dtype=torch.float32, device=device)
             batch.skip = torch.as_tensor(np.asarray(stored.skip), dtype=torch.bool, device=device)
             batch.v_s = torch.as_tensor(np.asarray(stored.value), dtype=torch.float32, device=device)
-            self._mismatch_pending = True  # measured on the update's first minibatch instead
+            self._pre_stats["logp_mismatch"] = float("nan")  # until then: not measured
         else:
             logp, skip, values = [], [], []
             with torch.no_grad():
@@ -404,16 +405,14 @@ class MultiAgentPPO(PPO):
             batch.logp_old = torch.cat(logp, dim=0)
             batch.skip = torch.cat(skip, dim=0)
             batch.v_s = torch.cat(values, dim=0)
+            behaviour = stored.get("logp", None)
+            mismatch = 0.0
+            if behaviour is not None and len(behaviour) == n:
+                diff = torch.as_tensor(np.asarray(behaviour), dtype=torch.float32, device=device) - batch.logp_old
+                mismatch = float(_masked_mean(diff.abs(), ~batch.skip))
+            self._pre_stats["logp_mismatch"] = mismatch
         batch = self._add_returns_and_advantages(batch, buffer, indices)
         batch.pop("obs_next", None)  # only needed for the bootstrap values
-        behaviour = stored.get("logp", None)
-        if self._mismatch_pending:
-            self._pre_stats["logp_mismatch"] = 0.0
-        elif behaviour is not None and len(behaviour) == n:
-            diff = torch.as_tensor(np.asarray(behaviour), dtype=torch.float32, device=device) - batch.logp_old
-            self._pre_stats["logp_mismatch"] = float(_masked_mean(diff.abs(), ~batch.skip))
-        else:
-            self._pre_stats["logp_mismatch"] = 0.0
         return cast(MAPPOBatchProtocol, batch)
 
     # ------------------------------------------------------------------ update

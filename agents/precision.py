@@ -9,8 +9,8 @@ and values to float32). Validation during training and ``evaluate.py`` run float
 checkpoint chosen as ``best.pt`` is chosen by what evaluation will measure.
 
 On a CPU with bfloat16 matrix instructions (AVX512-BF16/AMX) the products run several times
-faster (README, Speed); without them bfloat16 is emulated and slower. On CUDA it is the usual
-bfloat16 autocast. bfloat16 needs no loss scaling (float32's exponent range).
+faster (README, Speed); without them bfloat16 is emulated and likely slower (not measured).
+On CUDA it is the usual bfloat16 autocast. bfloat16 needs no loss scaling (float32's exponent range).
 """
 
 from __future__ import annotations
