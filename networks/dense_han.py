@@ -87,11 +87,12 @@ class Rows:
 
     def mean(self, keys: Tensor) -> Tensor:
         """Per-sample mean over the nodes: ``(R, rows, C) -> (R, B, C)``."""
-        counts = self.nodes.sum(1).clamp(min=1.0).view(1, -1, 1)
+        counts = self.nodes.sum(1).clamp(min=1.0).view(1, -1, 1)  # small integers: exact in bfloat16
         if self.index is None:
-            return torch.einsum("rbsc,bs->rbc", keys.view(keys.shape[0], self.B, self.slots, -1), self.nodes) / counts
-        sums = keys.new_zeros(keys.shape[0], self.B, keys.shape[-1]).index_add_(1, self.batch, keys)
-        return sums / counts
+            sums = torch.einsum("rbsc,bs->rbc", keys.view(keys.shape[0], self.B, self.slots, -1), self.nodes)
+        else:
+            sums = keys.new_zeros(keys.shape[0], self.B, keys.shape[-1]).index_add_(1, self.batch, keys)
+        return sums / counts.to(sums.dtype)
 
     def per_row(self, attn: Tensor) -> Tensor:
         """Per-sample weights ``(R, B)`` -> ``(R, rows, 1)``."""
@@ -167,7 +168,7 @@ def _att_matrix(atts: list[Tensor], eye: Tensor) -> Tensor:
     with ``(x @ A.T)[r*H + h] = sum_d x[h, d] * att_r[h, d]``."""
     att = torch.cat(atts)  # (R, H, D)
     R, H, D = att.shape
-    return (att.unsqueeze(1) * eye.view(1, H, H, 1)).reshape(R * H, H * D)
+    return (att.unsqueeze(1) * eye.view(1, H, H, 1).to(att.dtype)).reshape(R * H, H * D)
 
 
 def _group(conv: PerGraphHANConv, outs: list[Tensor], rows: Rows | None) -> Tensor:
@@ -181,7 +182,7 @@ def _group(conv: PerGraphHANConv, outs: list[Tensor], rows: Rows | None) -> Tens
         score = (conv.q * keys.mean(2)).sum(-1)  # (R, B)
         return torch.einsum("rb,rbsc->bsc", torch.softmax(score, dim=0), out)
     score = (conv.q * rows.mean(keys)).sum(-1)  # (R, B)
-    return (rows.per_row(torch.softmax(score, dim=0)) * out).sum(0)
+    return (rows.per_row(torch.softmax(score, dim=0)).to(out.dtype) * out).sum(0)
 
 
 def dense_conv(

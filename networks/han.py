@@ -65,7 +65,9 @@ class PerGraphHANConv(HANConv):
         alpha = F.leaky_relu(alpha_src.index_select(0, src) + alpha_dst.index_select(0, dst), self.negative_slope)
         alpha = pyg_softmax(alpha, dst, None, n_dst)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        msg = x_src.index_select(0, src) * alpha.unsqueeze(-1)  # (E, H, D)
+        # the product in the features' dtype: under bfloat16 autocast a float32 ``alpha`` would
+        # make it a mixed-dtype product, several times slower on CPU
+        msg = x_src.index_select(0, src) * alpha.unsqueeze(-1).to(x_src.dtype)  # (E, H, D)
         out = msg.new_zeros((n_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
         return out.view(n_dst, self.out_channels)
 
@@ -82,7 +84,7 @@ class PerGraphHANConv(HANConv):
         counts = torch.bincount(batch, minlength=num_graphs).clamp(min=1).to(out.dtype)
         score = (self.q * (sums / counts.view(1, -1, 1))).sum(-1)  # (R, G)
         attn = torch.softmax(score, dim=0)[:, batch]  # (R, n)
-        return (attn.unsqueeze(-1) * out).sum(0)
+        return (attn.unsqueeze(-1).to(out.dtype) * out).sum(0)
 
 
 class HANEncoder(nn.Module):

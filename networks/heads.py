@@ -62,7 +62,7 @@ class AgentLinear(nn.Module):
         xf = x.reshape(x.shape[0], self.n_agents, -1, x.shape[-1])  # (B, N, S, in)
         y = torch.einsum("bnsi,noi->bnso", xf, self.weight)
         if self.bias is not None:
-            y = y + self.bias.view(1, self.n_agents, 1, -1)
+            y = y + self.bias.view(1, self.n_agents, 1, -1).to(y.dtype)  # stays bfloat16 under autocast
         return y.reshape(x.shape[0], self.n_agents, *mid, -1)
 
 
@@ -80,7 +80,8 @@ class AgentLayerNorm(nn.Module):
         if self.n_agents == 1:
             return F.layer_norm(x, (d,), self.weight[0], self.bias[0])
         shape = (1, self.n_agents) + (1,) * (x.dim() - 3) + (d,)
-        return F.layer_norm(x, (d,)) * self.weight.view(shape) + self.bias.view(shape)
+        y = F.layer_norm(x, (d,))  # the affine part in y's dtype, as the shared branch's kernel keeps it
+        return y * self.weight.view(shape).to(y.dtype) + self.bias.view(shape).to(y.dtype)
 
 
 class SlotProjector(nn.Module):

@@ -71,5 +71,5 @@ class PointerNet(nn.Module):
         q = (e * w).sum(2) / w.sum(2)  # (B, N, D)
         u = torch.tanh(self.w_q(q).unsqueeze(2) + self.w_r(e))
         v = self.v[0] if self.v.shape[0] == 1 else self.v.unsqueeze(0).unsqueeze(2)
-        logits = (u * v).sum(-1)
+        logits = (u * v.to(u.dtype)).sum(-1)  # one dtype: a mixed product is slow on CPU
         return logits.masked_fill(~feasible, MASK_VALUE)
