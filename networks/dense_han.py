@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .gemm import apply_linear, linear
 from .graph import EDGE_TYPES, EncoderOutput, canonical_slots, cluster_features
 from .han import GraphEncoder, PerGraphHANConv
 from .heads import compact_pays, use_compact
@@ -177,7 +178,7 @@ def _group(conv: PerGraphHANConv, outs: list[Tensor], rows: Rows | None) -> Tens
     if len(outs) == 1:
         return outs[0]
     out = torch.stack(outs)  # (R, rows..., C)
-    keys = torch.tanh(conv.k_lin(out))
+    keys = torch.tanh(apply_linear(conv.k_lin, out))
     if rows is None:
         score = (conv.q * keys.mean(2)).sum(-1)  # (R, B)
         return torch.einsum("rb,rbsc->bsc", torch.softmax(score, dim=0), out)
@@ -200,16 +201,16 @@ def dense_conv(
     B, N, P, M = g.B, g.N, g.P, g.M
     slope = conv.negative_slope
     ls, ld = conv.lin_src, conv.lin_dst
-    xp = conv.proj["pending"](x["pending"])  # (pending rows, C)
-    xr = conv.proj["running"](x["running"])  # (running rows, C)
-    xc = conv.proj["cluster"](x["cluster"])  # (B, N, C)
-    xs = conv.proj["shortcut"](x["shortcut"])  # (B, 1, C)
+    xp = apply_linear(conv.proj["pending"], x["pending"])  # (pending rows, C)
+    xr = apply_linear(conv.proj["running"], x["running"])  # (running rows, C)
+    xc = apply_linear(conv.proj["cluster"], x["cluster"])  # (B, N, C)
+    xs = apply_linear(conv.proj["shortcut"], x["shortcut"])  # (B, 1, C)
     xc4 = xc.view(B, N, H, D)
     eye = torch.eye(H, dtype=xc.dtype, device=xc.device)
     # every attention-logit part of a node type in one thin matmul (no (rows, H, D) temporary)
-    a_c = F.linear(xc, _att_matrix([ls[_KEYS["offers"]], ld[_KEYS["wants"]], ld[_KEYS["runs_on"]],
+    a_c = linear(xc, _att_matrix([ls[_KEYS["offers"]], ld[_KEYS["wants"]], ld[_KEYS["runs_on"]],
                                      ls[_KEYS["to_hub"]]], eye)).view(B, N, 4, H)
-    a_p = F.linear(xp, _att_matrix([ld[_KEYS["offers"]], ls[_KEYS["wants"]]], eye))  # (pending rows, 2H)
+    a_p = linear(xp, _att_matrix([ld[_KEYS["offers"]], ls[_KEYS["wants"]]], eye))  # (pending rows, 2H)
 
     # cluster -offers-> pending: canonical slot s over the N clusters holding its task
     # (layout (B, NP, H, N): the softmax runs over the last, contiguous axis)
@@ -235,13 +236,13 @@ def dense_conv(
     # running -runs_on-> cluster: cluster i over its M running slots
     xr_slots = g.running.spread(xr)
     src = xr_slots.view(B, N, M, H, D)
-    a_r = F.linear(xr_slots, _att_matrix([ls[_KEYS["runs_on"]]], eye)).view(B, N, M, H)
+    a_r = linear(xr_slots, _att_matrix([ls[_KEYS["runs_on"]]], eye)).view(B, N, M, H)
     logit = F.leaky_relu(a_r + a_c[:, :, 2].unsqueeze(2), slope)  # (B, N, M, H)
     attn = _masked_softmax(logit, g.runs_on, 2)
     o_runs = torch.einsum("bnmh,bnmhd->bnhd", attn, src).reshape(B, N, C)
 
     # cluster -to_hub-> shortcut: over all N clusters
-    a_s = F.linear(xs, _att_matrix([ld[_KEYS["to_hub"]]], eye))  # (B, 1, H)
+    a_s = linear(xs, _att_matrix([ld[_KEYS["to_hub"]]], eye))  # (B, 1, H)
     logit = F.leaky_relu(a_c[:, :, 3] + a_s, slope)  # (B, N, H)
     attn = torch.softmax(logit, dim=1)
     o_hub = torch.einsum("bnh,bnhd->bhd", attn, xc4).reshape(B, 1, C)
@@ -316,7 +317,7 @@ class DenseGraphEncoder(GraphEncoder):
             for layer, conv in enumerate(han.convs):
                 h = dense_conv(conv, h, g, last=layer == L - 1)
         else:
-            h = {t: han.inp[t](v) for t, v in x.items()}
+            h = {t: apply_linear(han.inp[t], v) for t, v in x.items()}
             for layer, (conv, norm) in enumerate(zip(han.convs, han.norms)):
                 o = dense_conv(conv, h, g, last=layer == L - 1)
                 h = {t: norm[t](h[t] + o[t]) for t in o}

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import HANConv
 from torch_geometric.utils import softmax as pyg_softmax
 
+from .gemm import apply_linear
 from .graph import METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim
 
 
@@ -43,7 +44,7 @@ class PerGraphHANConv(HANConv):
     ) -> dict[str, Tensor]:
         H, D = self.heads, self.out_channels // self.heads
         C = self.out_channels
-        xn = {t: self.proj[t](x).view(-1, H, D) for t, x in x_dict.items()}
+        xn = {t: apply_linear(self.proj[t], x).view(-1, H, D) for t, x in x_dict.items()}
         outs: dict[str, list[Tensor]] = {t: [] for t in x_dict}
         if self.self_relation:
             for t, h in xn.items():
@@ -79,7 +80,7 @@ class PerGraphHANConv(HANConv):
         R, n, C = out.shape
         if n == 0:
             return out.new_zeros(0, C)
-        keys = torch.tanh(self.k_lin(out))  # (R, n, C)
+        keys = torch.tanh(apply_linear(self.k_lin, out))  # (R, n, C)
         sums = keys.new_zeros(R, num_graphs, C).index_add_(1, batch, keys)
         counts = torch.bincount(batch, minlength=num_graphs).clamp(min=1).to(out.dtype)
         score = (self.q * (sums / counts.view(1, -1, 1))).sum(-1)  # (R, G)
@@ -122,7 +123,7 @@ class HANEncoder(nn.Module):
             for conv in self.convs:
                 h = conv(h, g.edge_index, g.batch, g.num_graphs)
             return h
-        h = {t: self.inp[t](x) for t, x in g.x.items()}
+        h = {t: apply_linear(self.inp[t], x) for t, x in g.x.items()}
         for conv, norm in zip(self.convs, self.norms):
             o = conv(h, g.edge_index, g.batch, g.num_graphs)
             h = {t: norm[t](h[t] + o[t]) for t in h}

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .gemm import apply_linear, buckets_rows, linear, pad_rows
+
 MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
 #: smallest CPU batch on which layers compute only the rows that matter (``nonzero`` on a mask)
 COMPACT_MIN_BATCH = 8
@@ -55,12 +57,15 @@ class AgentLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.n_agents == 1:
-            return F.linear(x, self.weight[0], None if self.bias is None else self.bias[0])
+            return linear(x, self.weight[0], None if self.bias is None else self.bias[0])
         if x.shape[1] != self.n_agents:
             raise ValueError(f"input has {x.shape[1]} agents but the layer holds {self.n_agents} (unshared actors)")
         mid = x.shape[2:-1]
         xf = x.reshape(x.shape[0], self.n_agents, -1, x.shape[-1])  # (B, N, S, in)
-        y = torch.einsum("bnsi,noi->bnso", xf, self.weight)
+        B = xf.shape[0]
+        if buckets_rows(xf):  # data-dependent batch (compact rows): bucket it (networks/gemm.py)
+            xf, B = pad_rows(xf)
+        y = torch.einsum("bnsi,noi->bnso", xf, self.weight)[:B]
         if self.bias is not None:
             y = y + self.bias.view(1, self.n_agents, 1, -1).to(y.dtype)  # stays bfloat16 under autocast
         return y.reshape(x.shape[0], self.n_agents, *mid, -1)
@@ -176,7 +181,7 @@ class CentralCritic(nn.Module):
     def forward(self, cluster: Tensor, glob: Tensor) -> Tensor:
         """``cluster (B, N, H)``, ``glob (B, H)`` -> values ``(B, N)``."""
         N = cluster.shape[1]
-        w = torch.softmax(self.pool_score(cluster), dim=1)  # (B, N, 1)
+        w = torch.softmax(apply_linear(self.pool_score, cluster), dim=1)  # (B, N, 1)
         att = (w * cluster).sum(1)
         mean = cluster.mean(1)
         ctx = torch.cat([mean, att, glob], dim=-1).unsqueeze(1).expand(-1, N, -1)

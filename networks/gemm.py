@@ -1,0 +1,67 @@
+"""Linear layers whose row count is bucketed under bfloat16 autocast on CPU.
+
+On CPU, PyTorch runs bfloat16 matrix products through oneDNN, which builds (and caches) a
+kernel per problem shape. The compact row layouts (only the rows a mask selects, see
+:func:`networks.heads.compact_pays`) make the row count of most products data-dependent, so
+nearly every bfloat16 call built a new kernel and ran ~8x slower than at a repeated shape
+(README, "Measured results"). :func:`linear` pads the rows up to one of
+:data:`BUCKETS_PER_OCTAVE` sizes per power of two (at most 1/8 extra rows, at least
+:data:`MIN_ROW_STEP`), so shapes repeat and kernels are reused. Float32, accelerators and
+compiled graphs take the plain ``F.linear`` (the same numbers as before, bit for bit).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: row counts are rounded up to one of this many sizes per power of two (a power of two itself)
+BUCKETS_PER_OCTAVE = 8
+#: the smallest rounding step (small batches pad to a multiple of it)
+MIN_ROW_STEP = 16
+
+
+def bucket_rows(m: int) -> int:
+    """``m`` rounded up to its bucket: a multiple of ``max(MIN_ROW_STEP, 2**k / BUCKETS_PER_OCTAVE)``
+    where ``2**k <= m < 2**(k+1)`` (so at most ``1 / BUCKETS_PER_OCTAVE`` extra rows)."""
+    step = max(MIN_ROW_STEP, (1 << max(m.bit_length() - 1, 0)) // BUCKETS_PER_OCTAVE)
+    return -(-m // step) * step
+
+
+def buckets_rows(x: Tensor) -> bool:
+    """Whether products on ``x`` pad their rows: a CPU tensor under bfloat16 autocast, outside
+    ``torch.compile``."""
+    return (
+        x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not torch.compiler.is_compiling()
+    )
+
+
+def pad_rows(x: Tensor, dim: int = 0) -> tuple[Tensor, int]:
+    """``(x in bfloat16 with dimension dim zero-padded to its bucket, the original size)``."""
+    m = x.shape[dim]
+    x = x.to(torch.bfloat16)
+    extra = bucket_rows(m) - m
+    if extra:
+        pad = [0, 0] * (x.dim() - 1 - dim) + [0, extra]
+        x = F.pad(x, pad)
+    return x, m
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``; under :func:`buckets_rows` the leading dimensions are
+    flattened into rows and padded to a bucket (the padded rows are sliced off again)."""
+    if not buckets_rows(x):
+        return F.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    flat, m = pad_rows(x.reshape(-1, x.shape[-1]))
+    return F.linear(flat, weight, bias)[:m].reshape(*lead, weight.shape[0])
+
+
+def apply_linear(module: nn.Module, x: Tensor) -> Tensor:
+    """:func:`linear` with a linear module's ``weight`` and ``bias`` (``nn.Linear`` or
+    torch-geometric's ``Linear``)."""
+    return linear(x, module.weight, module.bias)

@@ -1,0 +1,98 @@
+"""Row bucketing of the linear layers under bfloat16 autocast on CPU (networks/gemm.py): the
+buckets are few and tight, the padded products give the plain products' values and gradients,
+float32 is untouched, and every linear layer of the policy's update pass sees a bucketed row
+count (oneDNN builds a kernel per shape: unbucketed data-dependent rows ran ~8x slower)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
+
+from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.precision import BFLOAT16, autocast
+from networks.gemm import BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear, pad_rows
+
+torch.set_num_threads(1)
+
+
+def test_buckets_are_tight_few_and_stable():
+    sizes = range(0, 70_000)
+    b = [bucket_rows(m) for m in sizes]
+    assert b[0] == 0 and b[1] == MIN_ROW_STEP and b[1024] == 1024 and b[1025] == 1024 + 128
+    for m, k in zip(sizes, b):
+        assert k >= m and k % MIN_ROW_STEP == 0
+        assert k - m < max(MIN_ROW_STEP, m / BUCKETS_PER_OCTAVE + 1)
+        assert bucket_rows(k) == k  # a bucket is its own bucket
+    # the compact layouts' row counts: a few thousand distinct sizes -> a few dozen shapes
+    assert len({bucket_rows(m) for m in range(2000, 5001)}) <= 2 * BUCKETS_PER_OCTAVE
+
+
+def test_padding_needs_bfloat16_autocast_on_cpu():
+    x = torch.randn(37, 5)
+    assert not buckets_rows(x)
+    with autocast(BFLOAT16, "cpu"):
+        assert buckets_rows(x)
+        padded, m = pad_rows(x)
+    assert m == 37 and padded.shape == (48, 5) and padded.dtype == torch.bfloat16
+    assert torch.equal(padded[37:], torch.zeros(11, 5, dtype=torch.bfloat16))
+
+
+def test_float32_linear_is_plain_linear():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(3, 37, 8), torch.randn(6, 8), torch.randn(6)
+    assert torch.equal(linear(x, w, b), F.linear(x, w, b))
+
+
+@pytest.mark.parametrize("rows", [1, 37, 1000, 2049])
+def test_bucketed_linear_matches_plain_autocast_values_and_gradients(rows):
+    torch.manual_seed(rows)
+    x = torch.randn(rows, 3, 24, requires_grad=True)
+    w = torch.randn(16, 24, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    grads = []
+    outs = []
+    for fn in (F.linear, linear):
+        with autocast(BFLOAT16, "cpu"):
+            y = fn(x, w, b)
+        outs.append(y.float())
+        g = torch.autograd.grad((y.float() * torch.linspace(-1, 1, 16)).sum(), (x, w, b))
+        grads.append(g)
+    assert outs[1].shape == (rows, 3, 16)
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-2, atol=1e-2)
+    for g1, g0 in zip(grads[1], grads[0]):
+        torch.testing.assert_close(g1, g0, rtol=2e-2, atol=5e-2)
+
+
+class _MatmulRows(TorchDispatchMode):
+    """Records the row count of every 2-D matrix product (the linear layers' forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func) == "aten.addmm.default":
+            self.rows.append(args[1].shape[0])
+        elif str(func) == "aten.mm.default":
+            self.rows.append(args[0].shape[0])
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("faithful", [False, True])
+@pytest.mark.parametrize("encoder", ["dense", "pyg"])
+def test_every_linear_layer_of_the_update_sees_bucketed_rows(encoder, faithful):
+    spec, obs = scenario_batch("hetero-6")
+    small = dict(hidden=32, han_layers=2, heads=4, pointer_dim=16, pointer_ffn=32, encoder=encoder)
+    torch.manual_seed(0)
+    cfg = PolicyConfig.paper(**small) if faithful else PolicyConfig(**small)
+    pol = TapFingerPolicy(spec, cfg)
+    action = pol.act(obs, generator=torch.Generator().manual_seed(0)).action
+    probe = _MatmulRows()
+    with probe, autocast(BFLOAT16, "cpu"):
+        pol.evaluate(obs, action)
+    assert len(probe.rows) > 10
+    unbucketed = sorted({m for m in probe.rows if bucket_rows(m) != m})
+    assert unbucketed == [], f"linear layers ran on unbucketed row counts {unbucketed}"
