@@ -44,6 +44,7 @@ from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, PolicyVariant, get_v
 from envs.observation import KEYS
 from envs.observation import ObservationSpec
 from networks.dense_han import DenseGraphEncoder
+from networks.gemm import bucket_rows, buckets_rows
 from networks.graph import EncoderOutput, canonical_slots
 from networks.han import GraphEncoder
 from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector, use_compact
@@ -478,19 +479,23 @@ class TapFingerPolicy(nn.Module):
         training data) and the others get :data:`MASK_VALUE` everywhere, which is
         exactly what the full computation gives them; :attr:`pointer_compact` (``"auto"``,
         ``"never"``, ``"always"``) overrides the choice. Both compute the same function.
+        Under bfloat16 autocast the compact rows are padded to a bucket (:mod:`networks.gemm`).
         """
         compact = use_compact(self.pointer_compact, feasible, "pointer_compact")
         if not compact or self.n_actor_sets > 1:  # per-agent weights need the agent axis: full rows
             return self.pointer(self.slot_proj(enc.task, enc.cluster), occupied, feasible)
         B, N, P = feasible.shape
         rows = feasible.any(-1).reshape(-1).nonzero().squeeze(1)  # agents with a choice
+        R = rows.numel()
+        if R and buckets_rows(enc.task):  # bf16 on CPU: a repeated row count (networks/gemm.py),
+            rows = torch.cat([rows, rows[:1].expand(bucket_rows(R) - R)])  # padded with row 0
         task = enc.task.reshape(B * N, P, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, P, H)
         cluster = enc.cluster.reshape(B * N, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, H)
         sub = self.pointer(self.slot_proj(task, cluster),
                            occupied.reshape(B * N, P).index_select(0, rows).unsqueeze(1),
                            feasible.reshape(B * N, P).index_select(0, rows).unsqueeze(1))
         full = sub.new_full((B * N, P), MASK_VALUE)
-        return full.index_copy(0, rows, sub.squeeze(1)).view(B, N, P)
+        return full.index_copy(0, rows[:R], sub[:R].squeeze(1)).view(B, N, P)
 
     def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         idx = slot.view(*slot.shape, 1, 1)

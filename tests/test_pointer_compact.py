@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.precision import BFLOAT16, autocast
+from networks.gemm import bucket_rows
 from networks.heads import COMPACT_MIN_BATCH, MASK_VALUE, compact_pays
 from tests.test_dense_encoder import empty_like, scenario_batch, stack
 
@@ -73,3 +75,26 @@ def test_compact_pointer_auto_rule_and_unshared_actors():
     with pytest.raises(ValueError, match="pointer_compact"):
         pol.evaluate_actions(batch, full[0].action)
     assert torch.isfinite(full[1]).all()
+
+
+def test_bfloat16_compact_rows_are_padded_to_a_bucket_and_match_full_rows():
+    """Under bf16 autocast on CPU the compact rows are padded (with copies of row 0) to a bucket
+    of networks/gemm.py, so the pointer's products see repeated shapes; the padding is dropped."""
+    spec, batch = scenario_batch("hetero-6")
+    pol = _policy(spec)
+    feasible = batch["feasible"].bool()
+    R = int(feasible.any(-1).sum())
+    assert bucket_rows(R) != R, "the batch must need padding"
+    seen: list[int] = []
+    forward = pol.pointer.forward
+    pol.pointer.forward = lambda slots, occ, feas: (seen.append(slots.shape[0]), forward(slots, occ, feas))[1]
+    logits = {}
+    for mode in ("never", "always"):
+        pol.pointer_compact = mode
+        with torch.no_grad(), autocast(BFLOAT16, "cpu"):
+            obs = pol.as_tensors(batch)
+            logits[mode] = pol._selection_logits(obs, pol.encode(obs))
+    assert seen[-1] == bucket_rows(R)
+    masked = logits["always"] == MASK_VALUE
+    assert torch.equal(masked, logits["never"] == MASK_VALUE)
+    assert (logits["always"] - logits["never"])[~masked].abs().max() < 0.05
