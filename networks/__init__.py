@@ -8,6 +8,7 @@
 * :mod:`networks.mlp_encoder`: per-slot MLP encoder for the ``no-han``/``vanilla`` ablations.
 * :mod:`networks.pointer`: transformer + additive-attention pointer for task selection.
 * :mod:`networks.heads`: per-agent layers, allocation head, centralised critic.
+* :mod:`networks.gemm`: linear layers whose row counts are bucketed under bfloat16 on CPU.
 """
 
 from .graph import EDGE_TYPES, METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch
