@@ -40,24 +40,17 @@ def buckets_rows(x: Tensor) -> bool:
     )
 
 
-def pad_rows(x: Tensor, dim: int = 0) -> tuple[Tensor, int]:
-    """``(x in bfloat16 with dimension dim zero-padded to its bucket, the original size)``."""
-    m = x.shape[dim]
-    x = x.to(torch.bfloat16)
-    extra = bucket_rows(m) - m
-    if extra:
-        pad = [0, 0] * (x.dim() - 1 - dim) + [0, extra]
-        x = F.pad(x, pad)
-    return x, m
-
-
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``; under :func:`buckets_rows` the leading dimensions are
-    flattened into rows and padded to a bucket (the padded rows are sliced off again)."""
+    flattened into rows, cast to bfloat16 and zero-padded to a bucket (the padded rows are
+    sliced off again)."""
     if not buckets_rows(x):
         return F.linear(x, weight, bias)
     lead = x.shape[:-1]
-    flat, m = pad_rows(x.reshape(-1, x.shape[-1]))
+    flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+    m = flat.shape[0]
+    if bucket_rows(m) > m:
+        flat = F.pad(flat, (0, 0, 0, bucket_rows(m) - m))
     return F.linear(flat, weight, bias)[:m].reshape(*lead, weight.shape[0])
 
 

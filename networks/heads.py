@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .gemm import apply_linear, buckets_rows, linear, pad_rows
+from .gemm import apply_linear, linear
 
 MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
 #: smallest CPU batch on which layers compute only the rows that matter (``nonzero`` on a mask)
@@ -62,10 +62,7 @@ class AgentLinear(nn.Module):
             raise ValueError(f"input has {x.shape[1]} agents but the layer holds {self.n_agents} (unshared actors)")
         mid = x.shape[2:-1]
         xf = x.reshape(x.shape[0], self.n_agents, -1, x.shape[-1])  # (B, N, S, in)
-        B = xf.shape[0]
-        if buckets_rows(xf):  # data-dependent batch (compact rows): bucket it (networks/gemm.py)
-            xf, B = pad_rows(xf)
-        y = torch.einsum("bnsi,noi->bnso", xf, self.weight)[:B]
+        y = torch.einsum("bnsi,noi->bnso", xf, self.weight)
         if self.bias is not None:
             y = y + self.bias.view(1, self.n_agents, 1, -1).to(y.dtype)  # stays bfloat16 under autocast
         return y.reshape(x.shape[0], self.n_agents, *mid, -1)

@@ -13,7 +13,7 @@ from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest r
 
 from agents.policy import PolicyConfig, TapFingerPolicy
 from agents.precision import BFLOAT16, autocast
-from networks.gemm import BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear, pad_rows
+from networks.gemm import BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear
 
 torch.set_num_threads(1)
 
@@ -30,20 +30,18 @@ def test_buckets_are_tight_few_and_stable():
     assert len({bucket_rows(m) for m in range(2000, 5001)}) <= 2 * BUCKETS_PER_OCTAVE
 
 
-def test_padding_needs_bfloat16_autocast_on_cpu():
-    x = torch.randn(37, 5)
-    assert not buckets_rows(x)
-    with autocast(BFLOAT16, "cpu"):
-        assert buckets_rows(x)
-        padded, m = pad_rows(x)
-    assert m == 37 and padded.shape == (48, 5) and padded.dtype == torch.bfloat16
-    assert torch.equal(padded[37:], torch.zeros(11, 5, dtype=torch.bfloat16))
-
-
-def test_float32_linear_is_plain_linear():
+@pytest.mark.parametrize("precision", ["float32", BFLOAT16])
+def test_rows_are_padded_only_under_bfloat16_autocast_on_cpu(precision):
     torch.manual_seed(0)
     x, w, b = torch.randn(3, 37, 8), torch.randn(6, 8), torch.randn(6)
-    assert torch.equal(linear(x, w, b), F.linear(x, w, b))
+    probe = _MatmulRows()
+    with probe, autocast(precision, "cpu"):
+        assert buckets_rows(x) == (precision == BFLOAT16)
+        y = linear(x, w, b)
+    assert y.shape == (3, 37, 6)
+    assert probe.rows == ([112] if precision == BFLOAT16 else [111])  # 111 rows, bucket 112
+    if precision != BFLOAT16:
+        assert torch.equal(y, F.linear(x, w, b))
 
 
 @pytest.mark.parametrize("rows", [1, 37, 1000, 2049])
