@@ -55,6 +55,7 @@ from tianshou.data.types import (
 
 from agents.policy import obs_to_torch
 from agents.precision import FLOAT32, autocast, check_precision
+from agents.shards import run_sharded
 from agents.train_config import BEHAVIOUR, OLD_STATS, RECOMPUTE
 
 
@@ -216,6 +217,13 @@ class MultiAgentPPO(PPO):
         def step(self, loss: torch.Tensor, retain_graph: bool | None = None, create_graph: bool = False) -> None:
             self._optim.zero_grad()
             loss.backward(retain_graph=retain_graph, create_graph=create_graph)
+            self.step_gradients()
+
+        def zero_grad(self) -> None:
+            self._optim.zero_grad()
+
+        def step_gradients(self) -> None:
+            """Clip and apply the gradients already in the parameters' ``.grad``."""
             max_norm = self._max_grad_norm if self._max_grad_norm is not None else float("inf")
             self.last_grad_norm_tensor = nn.utils.clip_grad_norm_(self._module.parameters(), max_norm=max_norm).detach()
             self._optim.step()
@@ -237,6 +245,7 @@ class MultiAgentPPO(PPO):
         return_scaling: bool = False,
         precision: str = FLOAT32,
         old_stats: str = RECOMPUTE,
+        shards: int = 1,
     ) -> None:
         if old_stats not in OLD_STATS:
             raise ValueError(f"old_stats must be one of {list(OLD_STATS)}, got {old_stats!r}")
@@ -266,6 +275,11 @@ class MultiAgentPPO(PPO):
         #: where logp_old / skip / v_s come from (``train.old_stats``, agents/train_config.py)
         self.old_stats = old_stats
         policy.store_behaviour = old_stats == BEHAVIOUR
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        #: row shards of each minibatch's forward + backward pass, in parallel CPU threads with
+        #: one intra-op thread each (``train.shards``, :mod:`agents.shards`)
+        self.shards = int(shards)
 
     @property
     def net(self) -> nn.Module:
@@ -284,6 +298,16 @@ class MultiAgentPPO(PPO):
                 return self.net.evaluate(obs, act)
             logp, entropy, skip = self.net.evaluate_actions(obs, act)
             return logp, entropy, skip, self.net.value(obs)
+
+    def _evaluate_sharded(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        """``(log_prob, skip, value)`` without gradients, per row shard (:attr:`shards`, in order)."""
+
+        def shard(lo: int, hi: int) -> tuple[torch.Tensor, ...]:
+            with torch.no_grad():  # grad mode is thread-local: each shard sets its own
+                lp, _, sk, v = self._evaluate({k: x[lo:hi] for k, x in obs.items()}, act[lo:hi])
+            return lp.float(), sk.bool(), v.float()
+
+        return run_sharded(shard, len(act), self.shards)
 
     def _values(self, obs: Batch) -> torch.Tensor:
         out = []
@@ -396,12 +420,11 @@ class MultiAgentPPO(PPO):
             self._pre_stats["logp_mismatch"] = float("nan")  # until then: not measured
         else:
             logp, skip, values = [], [], []
-            with torch.no_grad():
-                for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
-                    lp, _, sk, v = self._evaluate(obs_to_torch(mb.obs, device), mb.act)
-                    logp.append(lp.float())
-                    skip.append(sk.bool())
-                    values.append(v.float())
+            for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
+                for lp, sk, v in self._evaluate_sharded(obs_to_torch(mb.obs, device), mb.act):
+                    logp.append(lp)
+                    skip.append(sk)
+                    values.append(v)
             batch.logp_old = torch.cat(logp, dim=0)
             batch.skip = torch.cat(skip, dim=0)
             batch.v_s = torch.cat(values, dim=0)
@@ -416,6 +439,60 @@ class MultiAgentPPO(PPO):
         return cast(MAPPOBatchProtocol, batch)
 
     # ------------------------------------------------------------------ update
+    def _minibatch_step(self, mb: MAPPOBatchProtocol) -> torch.Tensor:
+        """One gradient step on a minibatch; returns its (loss, policy loss, value loss, entropy,
+        approx. KL, clip fraction, gradient norm) on the device.
+
+        The loss is a sum over samples with the minibatch's denominators (active entries, value
+        entries) fixed up front, so the forward and backward pass can run on row shards in
+        parallel threads (:attr:`shards`, :mod:`agents.shards`) whose gradients add up to the
+        whole minibatch's; with one shard it is the plain masked-mean loss."""
+        active = ~mb.skip  # the STORED skip flags (eq. 14)
+        adv = mb.adv
+        if self.advantage_normalization:
+            mean = _masked_mean(adv, active)
+            std = _masked_mean((adv - mean) ** 2, active).sqrt()
+            adv = (adv - mean) / (std + self._eps)
+        n_active = active.to(torch.float32).sum().clamp(min=1.0)
+        n_values = float(mb.returns.numel())
+        obs = obs_to_torch(mb.obs, self.device)
+
+        def shard(lo: int, hi: int) -> torch.Tensor:
+            """Forward + backward of rows ``lo:hi``; their sums of the loss terms (detached)."""
+            logp, entropy, _, value = self._evaluate({k: v[lo:hi] for k, v in obs.items()}, mb.act[lo:hi])
+            act = active[lo:hi].to(torch.float32)
+            log_ratio = torch.where(active[lo:hi], logp - mb.logp_old[lo:hi], torch.zeros_like(logp))
+            ratio = log_ratio.exp()
+            a = adv[lo:hi]
+            surr = torch.min(ratio * a, ratio.clamp(1.0 - self.eps_clip, 1.0 + self.eps_clip) * a)
+            value = value.float()
+            returns = mb.returns[lo:hi]
+            sq = (returns - value) ** 2
+            if self.value_clip:
+                v_s = mb.v_s[lo:hi]
+                sq = torch.max(sq, (returns - (v_s + (value - v_s).clamp(-self.eps_clip, self.eps_clip))) ** 2)
+            sums = torch.stack([(surr * act).sum(), sq.sum(), (entropy * act).sum()])
+            terms = sums / torch.stack([-n_active, sums.new_tensor(n_values), n_active])
+            (terms[0] + self.vf_coef * terms[1] - self.ent_coef * terms[2]).backward()
+            with torch.no_grad():
+                kl = (((ratio - 1.0) - log_ratio) * act).sum()
+                clipped = (((ratio - 1.0).abs() > self.eps_clip).float() * act).sum()
+                return torch.cat([terms.detach(), torch.stack([kl, clipped, (log_ratio.abs() * act).sum()])])
+
+        self.optim.zero_grad()
+        parts = run_sharded(shard, len(mb.act), self.shards)
+        self.optim.step_gradients()
+        total = torch.stack(parts).sum(0)
+        policy_loss, value_loss, ent = total[0], total[1], total[2]
+        kl, clipped, abs_log_ratio = total[3:] / n_active
+        if self._mismatch_pending:  # behaviour stats: measured before the first step moved the network
+            self._pre_stats["logp_mismatch"] = float(abs_log_ratio)
+            self._mismatch_pending = False
+        loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * ent
+        grad = self.optim.last_grad_norm_tensor
+        grad = loss.new_tensor(float("nan")) if grad is None else grad.to(loss.device, loss.dtype)
+        return torch.stack([loss, policy_loss, value_loss, ent, kl, clipped, grad])
+
     def _update_with_batch(  # type: ignore[override]
         self, batch: MAPPOBatchProtocol, batch_size: int | None, repeat: int
     ) -> MAPPOTrainingStats:
@@ -425,37 +502,7 @@ class MultiAgentPPO(PPO):
         for _ in range(repeat):
             for mb in batch.split(batch_size or -1, merge_last=True):
                 steps += 1
-                obs = obs_to_torch(mb.obs, self.device)
-                logp, entropy, _, value = self._evaluate(obs, mb.act)
-                active = ~mb.skip  # the STORED skip flags (eq. 14)
-                adv = mb.adv
-                if self.advantage_normalization:
-                    mean = _masked_mean(adv, active)
-                    std = _masked_mean((adv - mean) ** 2, active).sqrt()
-                    adv = (adv - mean) / (std + self._eps)
-                log_ratio = torch.where(active, logp - mb.logp_old, torch.zeros_like(logp))
-                if self._mismatch_pending:  # behaviour stats: the network has not moved yet
-                    self._pre_stats["logp_mismatch"] = float(_masked_mean(log_ratio.detach().abs(), active))
-                    self._mismatch_pending = False
-                ratio = log_ratio.exp()
-                surr1 = ratio * adv
-                surr2 = ratio.clamp(1.0 - self.eps_clip, 1.0 + self.eps_clip) * adv
-                policy_loss = -_masked_mean(torch.min(surr1, surr2), active)
-                value = value.float()
-                if self.value_clip:
-                    v_clip = mb.v_s + (value - mb.v_s).clamp(-self.eps_clip, self.eps_clip)
-                    value_loss = torch.max((mb.returns - value) ** 2, (mb.returns - v_clip) ** 2).mean()
-                else:
-                    value_loss = ((mb.returns - value) ** 2).mean()
-                ent = _masked_mean(entropy, active)
-                loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * ent
-                self.optim.step(loss)
-                with torch.no_grad():
-                    kl = _masked_mean((ratio - 1.0) - log_ratio, active)
-                    clipped = _masked_mean(((ratio - 1.0).abs() > self.eps_clip).float(), active)
-                    grad = self.optim.last_grad_norm_tensor
-                    grad = loss.new_tensor(float("nan")) if grad is None else grad.to(loss.device, loss.dtype)
-                    rows.append(torch.stack([loss, policy_loss, value_loss, ent, kl, clipped, grad]).detach())
+                rows.append(self._minibatch_step(mb))
         self.gradient_steps += steps
         self.update_count += 1
         means = torch.stack(rows).double().mean(0).tolist() if rows else [0.0] * 7

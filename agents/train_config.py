@@ -107,6 +107,7 @@ class TrainConfig(ConfigSection):
     seed: int = 0
     device: str = "auto"
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
+    shards: int = 1  # CPU: row shards of each PPO minibatch's pass, run in parallel threads (1 intra-op thread each)
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/precision.py)
     # -- PPO (tianshou PPO arguments)
@@ -162,6 +163,7 @@ class TrainConfig(ConfigSection):
         one_of("device", DEVICES),
         at_least("seed", 0),
         at_least("torch_threads", 1, nullable=True),
+        at_least("shards", 1),
         rule(lambda c: c.compile is None or c.compile in COMPILE_MODES,
              f"compile must be null or one of {list(COMPILE_MODES)}, got {{compile!r}}"),
         one_of("precision", PRECISIONS),

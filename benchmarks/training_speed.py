@@ -41,14 +41,14 @@ class _Run:
     def __init__(self, args: argparse.Namespace, overrides: list[str]) -> None:
         import torch
 
-        from agents.training import build_algorithm, make_collectors, prepare_run, resolve_device, training_envs
+        from agents.training import build_algorithm, check_environment, make_collectors, prepare_run, training_envs
 
         collect = max(2048, 16 * args.envs)
         defaults = [f"train.collect_steps={collect}", "train.repeat=2", "train.batch_size=256", "train.eval_episodes=1"]
         flags = {"envs": args.envs, "device": args.device, "vector": args.vector, "progress": False,
                  "logdir": os.devnull}
         self.spec = spec = prepare_run(args.scenario, defaults + overrides, flags=flags)
-        self.device = resolve_device(spec.train.device)
+        self.device = check_environment(spec)
         threads = args.threads or spec.train.torch_threads  # --threads, else train.torch_threads (as train.py)
         if threads:
             torch.set_num_threads(threads)

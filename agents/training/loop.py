@@ -143,6 +143,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         return_scaling=t.return_scaling,
         precision=t.precision,
         old_stats=t.old_stats,
+        shards=t.shards,
     )
     return algorithm, net
 

@@ -191,6 +191,9 @@ def resolve_device(name: str) -> torch.device:
 def check_environment(spec: RunSpec) -> torch.device:
     """Fail early (ConfigError) on a device or vector backend this machine lacks."""
     device = resolve_device(spec.train.device)
+    if spec.train.shards > 1 and device.type != "cpu":
+        raise ConfigError(f"train.shards={spec.train.shards} splits network passes over CPU threads; "
+                          f"on {device.type} use train.shards=1")
     if vector_kind(spec.train) == "ray":
         require_ray()
     return device
