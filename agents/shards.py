@@ -9,11 +9,10 @@ so the shards compute exactly the rows the whole batch would.
 
 The PPO update runs the forward and backward pass of each minibatch's shards, the gradients
 summing into the parameters' ``.grad``, and the old-statistics pass of ``old_stats="recompute"``
-on shards too (:class:`agents.ppo.MultiAgentPPO`).
-Acting is not sharded: at a collection batch (256 envs, 128 a shard) the pass is bound by Python
-work under the GIL, and two shards measured no faster than two intra-op threads (README,
-"Training speed on a CPU"). Autocast and grad modes are thread-local: the function a shard runs
-enters its own.
+on shards too (:class:`agents.ppo.MultiAgentPPO`). Acting is not sharded: at a collection
+batch (256 envs, 128 a shard) the pass is bound by Python work under the GIL, and two shards
+measured no faster than two intra-op threads (README, "Measured results"). Autocast and grad
+modes are thread-local: the function a shard runs enters its own.
 """
 
 from __future__ import annotations
