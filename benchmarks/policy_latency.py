@@ -14,7 +14,7 @@ against the machine's matmul peak, that says whether a key is bound by arithmeti
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
         [--encoder auto|dense|pyg] [--conflicts bayes|sequential|room] [--faithful] [--big-threads 2] [--compile MODE]
-        [--precision float32|bfloat16]
+        [--precision float32|bfloat16] [--shards K]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
@@ -25,6 +25,8 @@ weights serve every N). ``--big-threads`` sets the torch threads of the large-ba
 :meth:`~agents.policy.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
 adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation. ``--precision
 bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.precision`).
+``--shards K`` runs the forward + backward keys on K row shards in parallel threads, one intra-op
+thread each (``train.shards``, :mod:`agents.shards`).
 
 The last stdout line is one JSON object with every number, the same keys measured in process
 CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
@@ -46,6 +48,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.precision import FLOAT32, PRECISIONS, autocast
+from agents.shards import run_sharded
 from agents.train_config import COMPILE_MODES
 from envs import Simulator, load_scenario
 from envs.observation import ObservationSpec, build_observation
@@ -121,7 +124,7 @@ def act_batches(device: torch.device) -> tuple[int, ...]:
 
 def bench_device(
     device: torch.device, cfg: PolicyConfig, repeats: int, warmup: int, train: bool, big_threads: int | None = None,
-    compile_mode: str | None = None, precision: str = FLOAT32,
+    compile_mode: str | None = None, precision: str = FLOAT32, shards: int = 1,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """``(wall-clock results, process-CPU-time results, MFLOP per sample)``: the first two with
     the same keys, the third for the large-batch keys (see :func:`mflop_per_sample`).
@@ -129,6 +132,8 @@ def bench_device(
     ``big_threads``: torch threads for the large-batch keys (default: unchanged).
     ``compile_mode``: :meth:`TapFingerPolicy.compile_passes` first (the warm-up calls compile).
     ``precision``: every call runs in :func:`agents.precision.autocast` (``train.precision``).
+    ``shards``: the forward + backward keys run on that many row shards in parallel threads
+    (``train.shards``, :func:`agents.shards.run_sharded`).
     """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -169,16 +174,19 @@ def bench_device(
             sub, sub_action = {k: v[:size] for k, v in many.items()}, action[:size]
             pol.train()
 
-            def step() -> None:
+            def rows(lo: int, hi: int) -> None:
                 with autocast(precision, device):
-                    logp, ent, _, value = pol.evaluate(sub, sub_action)
+                    logp, ent, _, value = pol.evaluate({k: v[lo:hi] for k, v in sub.items()}, sub_action[lo:hi])
                 (logp.sum() + ent.sum() + value.sum()).backward()
+
+            def step(shards: int = shards) -> None:
+                run_sharded(rows, size, shards)  # train.shards (agents/shards.py); 1: the whole batch
 
             w, c = time_calls(step, max(2, repeats // (10 if size == 256 else 20)), 1, device)
             key = f"{tag}-N6-train-b{size}"
             res[key], cpu[key] = round(size / w, 1), round(size / max(c, 1e-9), 1)
-            if size == big:
-                flops[key] = mflop_per_sample(step, size)
+            if size == big:  # counted unsharded: the flop counter does not see other threads
+                flops[key] = mflop_per_sample(lambda: step(1), size)
             pol.eval()
         if big_threads:
             torch.set_num_threads(big_threads)
@@ -211,9 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                          "default: eager); the warm-up calls pay the compilation")
     ap.add_argument("--precision", choices=PRECISIONS, default=FLOAT32,
                     help="autocast of the policy's network passes (train.precision; default float32)")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="row shards of the forward+backward keys, in parallel threads (train.shards; default 1)")
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.repeats < 1 or args.warmup < 0 or (args.big_threads is not None and args.big_threads < 1):
-        print("error: --threads and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
+    if (args.threads < 1 or args.repeats < 1 or args.warmup < 0 or args.shards < 1
+            or (args.big_threads is not None and args.big_threads < 1)):
+        print("error: --threads, --shards and --repeats must be >= 1, --warmup >= 0", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     runtime = {"encoder": args.encoder, "conflicts": args.conflicts}
@@ -227,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     flops: dict[str, float] = {}
     for dev in devices:
         wall, cpu, dev_flops = bench_device(dev, cfg, args.repeats, args.warmup, not args.no_train,
-                                            args.big_threads, args.compile, args.precision)
+                                            args.big_threads, args.compile, args.precision, args.shards)
         results.update(wall)
         cpu_time.update(cpu)
         flops.update(dev_flops)
@@ -241,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     results["gflops"] = {k: round(v * results[k] / 1000, 2) for k, v in flops.items()}
     results["settings"] = {"threads": args.threads, "big_threads": args.big_threads or args.threads,
                            "repeats": args.repeats, "policy": cfg.to_dict(), "compile": args.compile,
-                           "precision": args.precision, "torch": torch.__version__}
+                           "precision": args.precision, "shards": args.shards, "torch": torch.__version__}
     print(json.dumps(results))
     return 0
 

@@ -176,6 +176,16 @@ def test_policy_latency_keys_flops_and_rates(capsys):
     assert mod.main(["--threads", "0"]) == 2
 
 
+def test_policy_latency_trains_on_shards(capsys):
+    mod = bench("policy_latency")
+    assert mod.main(["--cpu-only", "--repeats", "1", "--warmup", "0", "--shards", "2", "--json"]) == 0
+    out = last_json(capsys.readouterr().out)
+    assert out["settings"]["shards"] == 2
+    assert out["cpu-N6-train-b256"] > 0 and out["cpu-N6-train-b1024"] > 0
+    assert 1.0 < out["flops"]["cpu-N6-train-b1024"] < 1000.0  # counted on the unsharded pass
+    assert mod.main(["--shards", "0"]) == 2
+
+
 def test_policy_latency_sequential_conflicts(capsys):
     mod = bench("policy_latency")
     assert mod.main(["--cpu-only", "--no-train", "--repeats", "1", "--warmup", "0", "--conflicts", "sequential"]) == 0
