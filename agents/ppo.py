@@ -215,7 +215,7 @@ class MultiAgentPPO(PPO):
                 group["lr"] = lr
 
         def step(self, loss: torch.Tensor, retain_graph: bool | None = None, create_graph: bool = False) -> None:
-            self._optim.zero_grad()
+            self.zero_grad()
             loss.backward(retain_graph=retain_graph, create_graph=create_graph)
             self.step_gradients()
 

@@ -5,7 +5,7 @@ are thousands of small operators (per relation, per node type, gathers and scatt
 on one thread or pay a fork/join each. Splitting a batch into contiguous row shards that run in
 parallel Python threads, each with one intra-op thread, keeps both cores of a small machine
 busier: torch releases the GIL inside its operators, and the samples of a batch are independent,
-so the shards compute exactly the rows the whole batch would.
+so the shards compute the rows the whole batch would (to float round-off).
 
 The PPO update runs the forward and backward pass of each minibatch's shards, the gradients
 summing into the parameters' ``.grad``, and the old-statistics pass of ``old_stats="recompute"``

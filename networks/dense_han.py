@@ -88,7 +88,7 @@ class Rows:
 
     def mean(self, keys: Tensor) -> Tensor:
         """Per-sample mean over the nodes: ``(R, rows, C) -> (R, B, C)``."""
-        counts = self.nodes.sum(1).clamp(min=1.0).view(1, -1, 1)  # small integers: exact in bfloat16
+        counts = self.nodes.sum(1).clamp(min=1.0).view(1, -1, 1)  # node counts: exact in bfloat16 up to 256
         if self.index is None:
             sums = torch.einsum("rbsc,bs->rbc", keys.view(keys.shape[0], self.B, self.slots, -1), self.nodes)
         else:

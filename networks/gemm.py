@@ -49,8 +49,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     lead = x.shape[:-1]
     flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
     m = flat.shape[0]
-    if bucket_rows(m) > m:
-        flat = F.pad(flat, (0, 0, 0, bucket_rows(m) - m))
+    padded = bucket_rows(m)
+    if padded > m:
+        flat = F.pad(flat, (0, 0, 0, padded - m))
     return F.linear(flat, weight, bias)[:m].reshape(*lead, weight.shape[0])
 
 

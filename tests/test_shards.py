@@ -35,8 +35,11 @@ def test_shard_ranges_cover_the_rows_in_near_equal_contiguous_ranges(rows, shard
     if len(ranges) > 1:
         assert min(sizes) >= MIN_SHARD_ROWS
     assert len(ranges) == max(1, min(shards, rows // MIN_SHARD_ROWS))
+
+
+def test_shard_ranges_refuse_zero_shards():
     with pytest.raises(ValueError, match="shards must be >= 1"):
-        shard_ranges(rows, 0)
+        shard_ranges(64, 0)
 
 
 def test_run_sharded_runs_the_shards_at_once_with_one_intra_op_thread_each():
