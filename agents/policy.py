@@ -54,6 +54,8 @@ from networks.pointer import PointerNet
 #: variant names, in registry order (the registry, with encoder and selector, is agents/variants.py)
 POLICY_VARIANTS = VARIANT_NAMES
 ENCODERS = ("auto", "dense", "pyg")
+#: compact pointer rows are split into up to this many slot widths (:func:`pointer_row_groups`)
+POINTER_WIDTH_GROUPS = 2
 #: dtypes :meth:`TapFingerPolicy.as_tensors` gives the mask and index arrays of the observation
 _OBS_DTYPES = {
     "pending_mask": torch.bool, "feasible": torch.bool, "running_mask": torch.bool,
@@ -330,6 +332,54 @@ def _masked_terms(
 
 
 @dataclass
+class PointerRowGroup:
+    """Agents whose needed slots fit one width (:func:`pointer_row_groups`).
+
+    ``rows (R',)``: flat agent ids ``b * N + i`` (padded to a bucket under bfloat16 on CPU by
+    repeating the first); ``slots (R', w)``: flat slot ids ``row * P + p``, each agent's needed
+    slots first (in slot order); ``count``: the number of real rows (the first ``count``).
+    """
+
+    rows: Tensor
+    slots: Tensor
+    count: int
+
+
+def pointer_widths(P: int, groups: int = POINTER_WIDTH_GROUPS) -> tuple[int, ...]:
+    """The slot widths compact pointer rows run at: ``ceil(P * k / groups)`` for ``k = 1..groups``
+    (distinct, ascending, the last ``P``)."""
+    return tuple(sorted({max(1, -(-P * k // groups)) for k in range(1, groups + 1)}))
+
+
+def pointer_row_groups(occupied: Tensor, feasible: Tensor, pad: bool = False) -> list[PointerRowGroup]:
+    """Split the agents with a feasible slot by the slots they need (occupied or feasible).
+
+    ``occupied``, ``feasible``: ``(R, P)`` bool, one row per agent. Each agent joins the group of
+    the smallest width of :func:`pointer_widths` that holds its needed slots; agents with no
+    feasible slot join none. The pointer is permutation-equivariant over slots and never lets an
+    unneeded slot reach a needed one (masked keys, masked logits), so running each group at
+    its width gives the needed slots the full rows' logits. ``pad``: pad each group's rows to a
+    bucket (:func:`networks.gemm.bucket_rows`). Groups with no agent are left out.
+    """
+    R, P = feasible.shape
+    need_mask = occupied | feasible
+    need = need_mask.sum(-1).masked_fill_(~feasible.any(-1), 0)
+    out, below = [], 0
+    for w in pointer_widths(P):
+        rows = ((need > below) & (need <= w)).nonzero().squeeze(1)
+        below = w
+        count = rows.numel()
+        if not count:
+            continue
+        if pad:
+            rows = torch.cat([rows, rows[:1].expand(bucket_rows(count) - count)])
+        # needed slots first, each agent's slot order kept (stable); the first w hold them all
+        order = torch.argsort((~need_mask.index_select(0, rows)).to(torch.uint8), dim=1, stable=True)[:, :w]
+        out.append(PointerRowGroup(rows, rows.unsqueeze(1) * P + order, count))
+    return out
+
+
+@dataclass
 class ActOutput:
     """Result of :meth:`TapFingerPolicy.act` (all tensors have leading dims ``(B, N)``)."""
 
@@ -478,24 +528,37 @@ class TapFingerPolicy(nn.Module):
         the agents that have a feasible slot are computed (25-60% of them are skipped in
         training data) and the others get :data:`MASK_VALUE` everywhere, which is
         exactly what the full computation gives them; :attr:`pointer_compact` (``"auto"``,
-        ``"never"``, ``"always"``) overrides the choice. Both compute the same function.
-        Under bfloat16 autocast the compact rows are padded to a bucket (:mod:`networks.gemm`).
+        ``"never"``, ``"always"``) overrides the choice. The computed agents are split further
+        by the slots they need (occupied or feasible; :func:`pointer_row_groups`): each group
+        runs at its own slot width, so the empty slots past an agent's queue, which cannot
+        change its logits (they are masked keys and masked choices), are mostly not computed.
+        Both layouts compute the same function (to float round-off). Under bfloat16 autocast
+        each group's rows are padded to a bucket (:mod:`networks.gemm`).
         """
         compact = use_compact(self.pointer_compact, feasible, "pointer_compact")
         if not compact or self.n_actor_sets > 1:  # per-agent weights need the agent axis: full rows
             return self.pointer(self.slot_proj(enc.task, enc.cluster), occupied, feasible)
         B, N, P = feasible.shape
-        rows = feasible.any(-1).reshape(-1).nonzero().squeeze(1)  # agents with a choice
-        R = rows.numel()
-        if R and buckets_rows(enc.task):  # bf16 on CPU: a repeated row count (networks/gemm.py),
-            rows = torch.cat([rows, rows[:1].expand(bucket_rows(R) - R)])  # padded with row 0
-        task = enc.task.reshape(B * N, P, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, P, H)
-        cluster = enc.cluster.reshape(B * N, -1).index_select(0, rows).unsqueeze(1)  # (R, 1, H)
-        sub = self.pointer(self.slot_proj(task, cluster),
-                           occupied.reshape(B * N, P).index_select(0, rows).unsqueeze(1),
-                           feasible.reshape(B * N, P).index_select(0, rows).unsqueeze(1))
-        full = sub.new_full((B * N, P), MASK_VALUE)
-        return full.index_copy(0, rows[:R], sub[:R].squeeze(1)).view(B, N, P)
+        H = enc.task.shape[-1]
+        occ, feas = occupied.reshape(B * N, P), feasible.reshape(B * N, P)
+        groups = pointer_row_groups(occ, feas, pad=buckets_rows(enc.task))
+        if not groups:
+            return enc.task.new_full((B, N, P), MASK_VALUE)
+        # one gather for all groups (one scatter in the backward), then a view per group
+        slots = torch.cat([g.slots.reshape(-1) for g in groups])
+        task = enc.task.reshape(B * N * P, H).index_select(0, slots).split([g.slots.numel() for g in groups])
+        cluster = enc.cluster.reshape(B * N, H).index_select(0, torch.cat([g.rows for g in groups]))
+        cluster = cluster.split([g.rows.numel() for g in groups])
+        occ_g = occ.reshape(-1).index_select(0, slots).split([g.slots.numel() for g in groups])
+        feas_g = feas.reshape(-1).index_select(0, slots).split([g.slots.numel() for g in groups])
+        logits = []
+        for g, t, c, o, f in zip(groups, task, cluster, occ_g, feas_g):
+            n, w = g.slots.shape
+            sub = self.pointer(self.slot_proj(t.view(n, 1, w, H), c.unsqueeze(1)), o.view(n, 1, w), f.view(n, 1, w))
+            logits.append(sub[: g.count].reshape(-1))  # the padding rows dropped
+        kept = torch.cat([g.slots[: g.count].reshape(-1) for g in groups])
+        values = torch.cat(logits)
+        return values.new_full((B * N * P,), MASK_VALUE).index_copy(0, kept, values).view(B, N, P)
 
     def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         idx = slot.view(*slot.shape, 1, 1)

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from agents.allocator import MALLOC_MODES
 from agents.precision import FLOAT32, PRECISIONS
 from envs.config import ConfigError, parse_override
 
@@ -108,6 +109,7 @@ class TrainConfig(ConfigSection):
     device: str = "auto"
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
     shards: int = 1  # CPU: row shards of each PPO minibatch's pass, run in parallel threads (1 intra-op thread each)
+    malloc: str = "keep"  # MALLOC_MODES (agents/allocator.py): keep freed memory in the process (glibc) or the system's
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/precision.py)
     # -- PPO (tianshou PPO arguments)
@@ -164,6 +166,7 @@ class TrainConfig(ConfigSection):
         at_least("seed", 0),
         at_least("torch_threads", 1, nullable=True),
         at_least("shards", 1),
+        one_of("malloc", MALLOC_MODES),
         rule(lambda c: c.compile is None or c.compile in COMPILE_MODES,
              f"compile must be null or one of {list(COMPILE_MODES)}, got {{compile!r}}"),
         one_of("precision", PRECISIONS),

@@ -35,12 +35,17 @@ import time
 from typing import Any
 
 
+#: overrides that configure the whole process, which runs in one process cannot differ in
+PROCESS_WIDE_KEYS = ("train.malloc",)
+
+
 class _Run:
     """One variant: its envs, algorithm and collector, and the time its timed rounds took."""
 
     def __init__(self, args: argparse.Namespace, overrides: list[str]) -> None:
         import torch
 
+        from agents.allocator import configure_allocator
         from agents.training import build_algorithm, check_environment, make_collectors, prepare_run, training_envs
 
         collect = max(2048, 16 * args.envs)
@@ -52,6 +57,7 @@ class _Run:
         threads = args.threads or spec.train.torch_threads  # --threads, else train.torch_threads (as train.py)
         if threads:
             torch.set_num_threads(threads)
+        configure_allocator(spec.train.malloc)  # as train.py (process-wide: --compare refuses the key)
         self.envs = training_envs(spec.scenario, spec.train, 0)
         self.algorithm, _ = build_algorithm(spec, self.envs, self.device)
         self.collector, _ = make_collectors(spec, self.algorithm, self.envs, None)
@@ -100,6 +106,7 @@ class _Run:
             "torch_threads": torch.get_num_threads(),
             "precision": t.precision,
             "old_stats": t.old_stats,
+            "malloc": t.malloc,
         }
 
     def close(self) -> None:
@@ -114,6 +121,8 @@ def _variants(compare: str | None, p: argparse.ArgumentParser) -> list[tuple[str
     labels = [v for v in values.split(",") if v]
     if not key or not sep or len(labels) < 2:
         p.error(f"--compare expects KEY=V1,V2[,...] with at least two values, got {compare!r}")
+    if key in PROCESS_WIDE_KEYS:
+        p.error(f"--compare cannot alternate {key}: it sets the whole process; compare separate processes")
     return [(v, [f"{key}={v}"]) for v in labels]
 
 

@@ -202,7 +202,7 @@ def test_training_speed_reports_rates(capsys):
     assert mod.main(["--json", *SPEED_TINY]) == 0
     out = last_json(capsys.readouterr().out)
     assert out["collect_steps"] == 32 and out["batch_size"] == 16 and out["repeat"] == 2
-    assert out["precision"] == "float32" and out["old_stats"] == "recompute"
+    assert out["precision"] == "float32" and out["old_stats"] == "recompute" and out["malloc"] == "keep"
     assert out["env_steps_per_s"] > 0 and out["collect_steps_per_s"] > out["env_steps_per_s"]
     assert out["update_samples_per_s"] > 0
 
@@ -217,3 +217,11 @@ def test_training_speed_compares_variants_in_one_process(capsys):
     for bad in ("train.old_stats=behaviour", "=a,b", "train.old_stats", "train.old_stats=recompute,stored"):
         with pytest.raises(SystemExit):
             mod.main(["--compare", bad, *SPEED_TINY])
+
+
+def test_training_speed_refuses_to_compare_a_process_wide_setting(capsys):
+    mod = bench("training_speed")
+    with pytest.raises(SystemExit):
+        mod.main(["--compare", "train.malloc=keep,system", *SPEED_TINY])
+    err = capsys.readouterr().err
+    assert "train.malloc" in err and "separate processes" in err

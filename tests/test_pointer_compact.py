@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.policy import (
+    POINTER_WIDTH_GROUPS, PolicyConfig, TapFingerPolicy, pointer_row_groups, pointer_widths,
+)
 from agents.precision import BFLOAT16, autocast
 from networks.gemm import bucket_rows
 from networks.heads import COMPACT_MIN_BATCH, MASK_VALUE, compact_pays
@@ -78,23 +80,58 @@ def test_compact_pointer_auto_rule_and_unshared_actors():
 
 
 def test_bfloat16_compact_rows_are_padded_to_a_bucket_and_match_full_rows():
-    """Under bf16 autocast on CPU the compact rows are padded (with copies of row 0) to a bucket
-    of networks/gemm.py, so the pointer's products see repeated shapes; the padding is dropped."""
+    """Under bf16 autocast on CPU each width group's rows are padded (with copies of its first
+    row) to a bucket of networks/gemm.py, so the pointer's products see repeated shapes; the
+    padding is dropped."""
     spec, batch = scenario_batch("hetero-6")
     pol = _policy(spec)
     feasible = batch["feasible"].bool()
-    R = int(feasible.any(-1).sum())
-    assert bucket_rows(R) != R, "the batch must need padding"
-    seen: list[int] = []
+    B, N, P = feasible.shape
+    groups = pointer_row_groups(batch["pending_mask"].bool().reshape(-1, P), feasible.reshape(-1, P))
+    assert len(groups) == 2 and any(bucket_rows(g.count) != g.count for g in groups), "the batch must need padding"
+    seen: list[tuple[int, int]] = []
     forward = pol.pointer.forward
-    pol.pointer.forward = lambda slots, occ, feas: (seen.append(slots.shape[0]), forward(slots, occ, feas))[1]
+    pol.pointer.forward = lambda slots, occ, feas: (seen.append(tuple(occ.shape[::2])), forward(slots, occ, feas))[1]
     logits = {}
     for mode in ("never", "always"):
         pol.pointer_compact = mode
+        seen.clear()
         with torch.no_grad(), autocast(BFLOAT16, "cpu"):
             obs = pol.as_tensors(batch)
             logits[mode] = pol._selection_logits(obs, pol.encode(obs))
-    assert seen[-1] == bucket_rows(R)
+    assert seen == [(bucket_rows(g.count), g.slots.shape[1]) for g in groups]
     masked = logits["always"] == MASK_VALUE
     assert torch.equal(masked, logits["never"] == MASK_VALUE)
     assert (logits["always"] - logits["never"])[~masked].abs().max() < 0.05
+
+
+@pytest.mark.parametrize("name", ["synthetic-3", "multi-3", "hetero-6", "testbed-3"])
+@pytest.mark.parametrize("pad", [False, True])
+def test_pointer_row_groups_partition_the_agents_by_needed_slots(name, pad):
+    _, batch = scenario_batch(name)
+    P = batch["feasible"].shape[-1]
+    occ, feas = batch["pending_mask"].bool().reshape(-1, P), batch["feasible"].bool().reshape(-1, P)
+    groups = pointer_row_groups(occ, feas, pad=pad)
+    widths = pointer_widths(P)
+    assert widths[-1] == P and len(widths) == POINTER_WIDTH_GROUPS and list(widths) == sorted(set(widths))
+    real = torch.cat([g.rows[: g.count] for g in groups])
+    assert torch.equal(real.sort().values, feas.any(-1).nonzero().squeeze(1))  # every agent with a choice, once
+    need = occ | feas
+    below = 0
+    for g in groups:
+        n, w = g.slots.shape
+        assert w in widths and w > below and n == (bucket_rows(g.count) if pad else g.count)
+        assert torch.equal(g.rows[g.count:], g.rows[:1].expand(n - g.count))  # padding repeats the first row
+        assert torch.equal(g.slots // P, g.rows.unsqueeze(1).expand(n, w))  # slots of the row's own agent
+        counts = need[g.rows].sum(-1)
+        assert (counts > below).all() and (counts <= w).all()  # the smallest width that holds them
+        held = need.reshape(-1)[g.slots]
+        assert torch.equal(held.sum(-1), counts)  # every needed slot inside the width ...
+        assert torch.equal(held, torch.arange(w) < counts.unsqueeze(1))  # ... and first, in slot order
+        assert (g.slots.diff(dim=1)[held[:, 1:]] > 0).all()
+        below = w
+
+
+def test_pointer_widths():
+    assert pointer_widths(10, 2) == (5, 10) and pointer_widths(10, 1) == (10,)
+    assert pointer_widths(3, 5) == (1, 2, 3) and pointer_widths(1, 2) == (1,)

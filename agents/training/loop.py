@@ -23,6 +23,7 @@ from torch.utils.tensorboard import SummaryWriter
 from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
+from ..allocator import configure_allocator
 from ..train_config import ARGMAX
 from ..vector_env import BatchCollector, BatchedReplayBuffer
 from .checkpoints import BEST, LAST, restore
@@ -73,6 +74,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
     device = device or check_environment(spec)
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
+    configure_allocator(t.malloc)
     if spec.resume is None:
         seed_everything(t.seed)
     start = time.perf_counter()  # the run directory is created by write_config, once the envs exist
