@@ -289,8 +289,10 @@ class DenseGraphEncoder(GraphEncoder):
                 raise ValueError("the dense HAN encoder does not implement attention dropout")
         self.compact = "auto"
         #: run the torch-geometric reference (:meth:`GraphEncoder.forward`, same parameters) on
-        #: CPU batches of at least COMPACT_MIN_BATCH samples, where it measured faster
+        #: CPU batches of at least COMPACT_MIN_BATCH samples, where it measured faster; like
+        #: this class's own pass, without the attention pass of the one-source relations
         self.auto_pyg = bool(auto_pyg)
+        self.one_source = True
 
     def uses_pyg(self, obs: dict[str, Tensor]) -> bool:
         """Whether :meth:`forward` hands this batch to the torch-geometric reference."""

@@ -56,6 +56,9 @@ class HeteroBatch:
     num_graphs: int
     slot_node: Tensor  # (B, N, P) long
     num_pending: int
+    #: relations in which every destination node has exactly one incoming edge, edge ``i``
+    #: going into node ``i`` (node-level attention over one edge is 1: see networks/han.py)
+    one_source: tuple[tuple[str, str, str], ...] = ()
 
 
 def cluster_input_dim(obs_cluster_features: int) -> int:
@@ -141,7 +144,8 @@ def build_hetero_batch(obs: dict[str, Tensor]) -> HeteroBatch:
         "cluster": cluster_batch,
         "shortcut": torch.arange(B, device=device),
     }
-    return HeteroBatch(x, edge_index, batch, B, slot_node, num_pending)
+    # hosts: a running slot's one cluster, edges in slot order; from_hub: a cluster's one shortcut
+    return HeteroBatch(x, edge_index, batch, B, slot_node, num_pending, one_source=(EDGE_TYPES[2], EDGE_TYPES[5]))
 
 
 @dataclass

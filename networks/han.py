@@ -41,7 +41,13 @@ class PerGraphHANConv(HANConv):
         edge_index_dict: dict[tuple[str, str, str], Tensor],
         batch_dict: dict[str, Tensor],
         num_graphs: int,
+        one_source: tuple[tuple[str, str, str], ...] = (),
     ) -> dict[str, Tensor]:
+        """Node embeddings by type. ``one_source``: relations whose every destination node has
+        exactly one incoming edge, edge ``i`` into node ``i`` (:attr:`HeteroBatch.one_source`):
+        their attention over one edge is exactly 1, so the message is the source's projected
+        features, gathered without the attention pass (the same outputs; the relation's
+        attention vectors get no gradient instead of an exactly zero one)."""
         H, D = self.heads, self.out_channels // self.heads
         C = self.out_channels
         xn = {t: apply_linear(self.proj[t], x).view(-1, H, D) for t, x in x_dict.items()}
@@ -53,6 +59,9 @@ class PerGraphHANConv(HANConv):
             src, _, dst = edge_type
             key = "__".join(edge_type)
             x_src, x_dst = xn[src], xn[dst]
+            if edge_type in one_source:
+                outs[dst].append(F.relu(x_src.index_select(0, edge_index[0]).view(-1, C)))
+                continue
             alpha_src = (x_src * self.lin_src[key]).sum(-1)
             alpha_dst = (x_dst * self.lin_dst[key]).sum(-1)
             out = self._relation(edge_index, x_src, alpha_src, alpha_dst, x_dst.shape[0])
@@ -117,15 +126,18 @@ class HANEncoder(nn.Module):
                 nn.ModuleDict({t: nn.LayerNorm(hidden) for t in NODE_TYPES}) for _ in range(layers)
             )
 
-    def forward(self, g: HeteroBatch) -> dict[str, Tensor]:
+    def forward(self, g: HeteroBatch, one_source: bool = False) -> dict[str, Tensor]:
+        """Node embeddings of ``g``; ``one_source``: gather the messages of ``g.one_source``'s
+        relations without their (trivial) attention pass (see :meth:`PerGraphHANConv.forward`)."""
+        single = g.one_source if one_source else ()
         if self.faithful:
             h = g.x
             for conv in self.convs:
-                h = conv(h, g.edge_index, g.batch, g.num_graphs)
+                h = conv(h, g.edge_index, g.batch, g.num_graphs, single)
             return h
         h = {t: apply_linear(self.inp[t], x) for t, x in g.x.items()}
         for conv, norm in zip(self.convs, self.norms):
-            o = conv(h, g.edge_index, g.batch, g.num_graphs)
+            o = conv(h, g.edge_index, g.batch, g.num_graphs, single)
             h = {t: norm[t](h[t] + o[t]) for t in h}
         return h
 
@@ -145,10 +157,12 @@ class GraphEncoder(nn.Module):
         }
         self.han = HANEncoder(in_dims, hidden, layers, heads, faithful, self_relation)
         self.dummy = nn.Parameter(torch.zeros(hidden))
+        #: skip the attention pass of one-source relations (False: the plain reference)
+        self.one_source = False
 
     def forward(self, obs: dict[str, Tensor]) -> EncoderOutput:
         g = build_hetero_batch(obs)
-        h = self.han(g)
+        h = self.han(g, one_source=self.one_source)
         B, N, _ = g.slot_node.shape
         table = torch.cat([h["pending"], self.dummy.unsqueeze(0).to(h["pending"].dtype)], dim=0)
         task = table[g.slot_node]

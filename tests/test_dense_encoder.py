@@ -112,6 +112,45 @@ def test_dense_encoder_matches_pyg(name, opts, compact):
     assert (one.task[0] - b.task[0]).abs().max() <= TOL
 
 
+@pytest.mark.parametrize("opts", ENCODER_OPTIONS)
+@pytest.mark.parametrize("name", ["synthetic-3", "multi-3", "hetero-6", "testbed-3"])
+def test_one_source_relations_gathered_equal_the_reference_attention(name, opts):
+    """The torch-geometric pass of ``policy.encoder=auto`` gathers the messages of the relations
+    with one source per destination (hosts, from_hub) instead of running their attention: the
+    same outputs and gradients as the plain reference (``policy.encoder=pyg``), whose attention
+    over one edge is exactly 1 and passes an exactly zero gradient."""
+    spec, batch = scenario_batch(name)
+    torch.manual_seed(0)
+    ref = GraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4, **opts)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    fast = DenseGraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=2, heads=4, auto_pyg=True, **opts)
+    fast.load_state_dict(ref.state_dict())
+    assert not ref.one_source and fast.one_source and fast.uses_pyg(batch)
+    outs = []
+    for enc in (ref, fast):
+        out = enc(batch)
+        (out.task.square().sum() + out.cluster.sum() + out.glob.sum()).backward()
+        outs.append(out)
+    a, b = outs
+    pairs = ((a.task, b.task), (a.cluster, b.cluster), (a.glob, b.glob))
+    assert max(float((x.detach() - y.detach()).abs().max()) for x, y in pairs) <= 1e-6
+    skipped = {"hosts", "from_hub"}
+    grads = dict(ref.named_parameters())
+    zero_grads = 0
+    for k, p in fast.named_parameters():
+        ref_grad = grads[k].grad
+        if any(f"__{r}__" in k for r in skipped) and ("lin_src" in k or "lin_dst" in k):
+            assert p.grad is None and (ref_grad is None or (ref_grad == 0).all()), k  # None: output unused
+            zero_grads += ref_grad is not None
+            continue
+        assert (ref_grad is None) == (p.grad is None), k  # both None: the parameter does not reach the outputs
+        if ref_grad is not None:
+            assert (ref_grad - p.grad).abs().max() <= 1e-5 * (1 + ref_grad.abs().max()), k
+    assert zero_grads >= 2  # the first layer's skipped relations do reach the outputs in the reference
+
+
 def _policies(spec, **cfg):
     torch.manual_seed(0)
     pyg = TapFingerPolicy(spec, PolicyConfig(encoder="pyg", **cfg))
