@@ -361,7 +361,7 @@ def pointer_row_groups(occupied: Tensor, feasible: Tensor, pad: bool = False) ->
     its width gives the needed slots the full rows' logits. ``pad``: pad each group's rows to a
     bucket (:func:`networks.gemm.bucket_rows`). Groups with no agent are left out.
     """
-    R, P = feasible.shape
+    P = feasible.shape[-1]
     need_mask = occupied | feasible
     need = need_mask.sum(-1).masked_fill_(~feasible.any(-1), 0)
     out, below = [], 0
@@ -546,11 +546,12 @@ class TapFingerPolicy(nn.Module):
             return enc.task.new_full((B, N, P), MASK_VALUE)
         # one gather for all groups (one scatter in the backward), then a view per group
         slots = torch.cat([g.slots.reshape(-1) for g in groups])
-        task = enc.task.reshape(B * N * P, H).index_select(0, slots).split([g.slots.numel() for g in groups])
+        sizes = [g.slots.numel() for g in groups]
+        task = enc.task.reshape(B * N * P, H).index_select(0, slots).split(sizes)
         cluster = enc.cluster.reshape(B * N, H).index_select(0, torch.cat([g.rows for g in groups]))
         cluster = cluster.split([g.rows.numel() for g in groups])
-        occ_g = occ.reshape(-1).index_select(0, slots).split([g.slots.numel() for g in groups])
-        feas_g = feas.reshape(-1).index_select(0, slots).split([g.slots.numel() for g in groups])
+        occ_g = occ.reshape(-1).index_select(0, slots).split(sizes)
+        feas_g = feas.reshape(-1).index_select(0, slots).split(sizes)
         logits = []
         for g, t, c, o, f in zip(groups, task, cluster, occ_g, feas_g):
             n, w = g.slots.shape
