@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 
-#: overrides that configure the whole process, which runs in one process cannot differ in
+#: overrides that set the whole process: the runs of one process cannot differ in them
 PROCESS_WIDE_KEYS = ("train.malloc",)
 
 

@@ -47,7 +47,10 @@ class PerGraphHANConv(HANConv):
         exactly one incoming edge, edge ``i`` into node ``i`` (:attr:`HeteroBatch.one_source`):
         their attention over one edge is exactly 1, so the message is the source's projected
         features, gathered without the attention pass (the same outputs; the relation's
-        attention vectors get no gradient instead of an exactly zero one)."""
+        attention vectors get no gradient instead of an exactly zero one). Attention dropout
+        would drop such messages at random, so ``one_source`` needs ``dropout == 0``."""
+        if one_source and self.dropout:
+            raise ValueError("one_source relations skip the attention pass: they need dropout == 0")
         H, D = self.heads, self.out_channels // self.heads
         C = self.out_channels
         xn = {t: apply_linear(self.proj[t], x).view(-1, H, D) for t, x in x_dict.items()}

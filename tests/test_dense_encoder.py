@@ -151,6 +151,17 @@ def test_one_source_relations_gathered_equal_the_reference_attention(name, opts)
     assert zero_grads >= 2  # the first layer's skipped relations do reach the outputs in the reference
 
 
+def test_one_source_relations_refuse_attention_dropout():
+    spec, batch = scenario_batch("synthetic-3")
+    enc = GraphEncoder(spec.Fp, spec.Fr, spec.Fc, hidden=32, layers=1, heads=4)
+    enc.han.convs[0].dropout = 0.1
+    enc.one_source = True
+    with pytest.raises(ValueError, match="dropout"):
+        enc(batch)
+    enc.one_source = False
+    enc(batch)  # the reference keeps its dropout
+
+
 def _policies(spec, **cfg):
     torch.manual_seed(0)
     pyg = TapFingerPolicy(spec, PolicyConfig(encoder="pyg", **cfg))
