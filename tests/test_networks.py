@@ -280,6 +280,33 @@ def test_pointer_masks_and_is_permutation_equivariant():
     assert torch.allclose(torch.softmax(ptr(s2, occ, feas), -1), p, atol=1e-6)
 
 
+def test_pointer_layer_equals_torch_transformer_encoder_layer():
+    """The pointer's transformer layer (shared weights) is torch's post-norm
+    ``TransformerEncoderLayer`` (ReLU, no dropout) with the empty slots as padded keys."""
+    from networks.pointer import AgentTransformerLayer
+
+    torch.manual_seed(0)
+    dim, heads, ffn, B, N, P = 16, 4, 32, 3, 2, 7
+    ours = AgentTransformerLayer(1, dim, heads, ffn)
+    ref = torch.nn.TransformerEncoderLayer(dim, heads, ffn, dropout=0.0, batch_first=True)
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(ours.qkv.weight[0])
+        ref.self_attn.in_proj_bias.copy_(ours.qkv.bias[0])
+        for mine, theirs in ((ours.out, ref.self_attn.out_proj), (ours.ff1, ref.linear1), (ours.ff2, ref.linear2)):
+            theirs.weight.copy_(mine.weight[0])
+            theirs.bias.copy_(mine.bias[0])
+        for mine, theirs in ((ours.norm1, ref.norm1), (ours.norm2, ref.norm2)):
+            theirs.weight.copy_(0.5 + torch.rand(dim))
+            theirs.bias.copy_(torch.randn(dim))
+            mine.weight.copy_(theirs.weight.unsqueeze(0))
+            mine.bias.copy_(theirs.bias.unsqueeze(0))
+    x = torch.randn(B, N, P, dim)
+    attend = torch.rand(B, N, P) < 0.6
+    attend[..., 0] = True
+    expected = ref(x.view(B * N, P, dim), src_key_padding_mask=~attend.view(B * N, P)).view(B, N, P, dim)
+    assert (ours(x, attend) - expected).abs().max() < 1e-5
+
+
 def test_factorised_allocation_head_is_additive_with_its_own_void_logit():
     """logit[c, g] = u[c] + v[g] on unmasked cells, void (index 0) from its own output, masks kept."""
     import torch
