@@ -348,7 +348,7 @@ class PointerRowGroup:
 def pointer_widths(P: int, groups: int = POINTER_WIDTH_GROUPS) -> tuple[int, ...]:
     """The slot widths compact pointer rows run at: ``ceil(P * k / groups)`` for ``k = 1..groups``
     (distinct, ascending, the last ``P``)."""
-    return tuple(sorted({max(1, -(-P * k // groups)) for k in range(1, groups + 1)}))
+    return tuple(sorted({-(-P * k // groups) for k in range(1, groups + 1)}))
 
 
 def pointer_row_groups(occupied: Tensor, feasible: Tensor, pad: bool = False) -> list[PointerRowGroup]:

@@ -22,7 +22,9 @@ every sample of every PPO pass (``samples x repeat``) over the update time.
 alternates their rounds (round 1 of each, round 2 of each, ...), so that the drift of a shared
 machine hits every variant alike; the JSON then holds ``variants`` (one object as above per
 value) and ``ratios`` (each variant's ``env_steps_per_s`` over the first's). Timings of separate
-processes drift by more than many of the effects worth measuring.
+processes drift by more than many of the effects worth measuring. Keys that set the whole process
+(:data:`PROCESS_WIDE_KEYS`: ``train.malloc``, ``train.torch_threads``) cannot be compared this way
+and are refused.
 """
 
 from __future__ import annotations
@@ -35,18 +37,18 @@ import time
 from typing import Any
 
 
-#: overrides that set the whole process: the runs of one process cannot differ in them
-PROCESS_WIDE_KEYS = ("train.malloc",)
+#: overrides that set the whole process (agents.training.configure_process): the runs of one
+#: process cannot differ in them
+PROCESS_WIDE_KEYS = ("train.malloc", "train.torch_threads")
 
 
 class _Run:
     """One variant: its envs, algorithm and collector, and the time its timed rounds took."""
 
     def __init__(self, args: argparse.Namespace, overrides: list[str]) -> None:
-        import torch
-
-        from agents.allocator import configure_allocator
-        from agents.training import build_algorithm, check_environment, make_collectors, prepare_run, training_envs
+        from agents.training import (
+            build_algorithm, check_environment, configure_process, make_collectors, prepare_run, training_envs,
+        )
 
         collect = max(2048, 16 * args.envs)
         defaults = [f"train.collect_steps={collect}", "train.repeat=2", "train.batch_size=256", "train.eval_episodes=1"]
@@ -54,10 +56,7 @@ class _Run:
                  "logdir": os.devnull}
         self.spec = spec = prepare_run(args.scenario, defaults + overrides, flags=flags)
         self.device = check_environment(spec)
-        threads = args.threads or spec.train.torch_threads  # --threads, else train.torch_threads (as train.py)
-        if threads:
-            torch.set_num_threads(threads)
-        configure_allocator(spec.train.malloc)  # as train.py (process-wide: --compare refuses the key)
+        configure_process(spec.train, args.threads)  # as train.py; --threads wins over train.torch_threads
         self.envs = training_envs(spec.scenario, spec.train, 0)
         self.algorithm, _ = build_algorithm(spec, self.envs, self.device)
         self.collector, _ = make_collectors(spec, self.algorithm, self.envs, None)

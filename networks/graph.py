@@ -38,6 +38,10 @@ EDGE_TYPES = (
     ("shortcut", "from_hub", "cluster"),
 )
 METADATA = (list(NODE_TYPES), list(EDGE_TYPES))
+#: relations in which every destination node has exactly one incoming edge, edge ``i`` going
+#: into node ``i`` (hosts: a running slot's cluster; from_hub: a cluster's shortcut), so their
+#: node-level attention is exactly 1 (networks/han.py, networks/dense_han.py)
+ONE_SOURCE_RELATIONS = (EDGE_TYPES[2], EDGE_TYPES[5])
 CLUSTER_EXTRA_FEATURES = 2  # occupied / feasible pending slots, as fractions of P
 
 
@@ -56,9 +60,6 @@ class HeteroBatch:
     num_graphs: int
     slot_node: Tensor  # (B, N, P) long
     num_pending: int
-    #: relations in which every destination node has exactly one incoming edge, edge ``i``
-    #: going into node ``i`` (node-level attention over one edge is 1: see networks/han.py)
-    one_source: tuple[tuple[str, str, str], ...] = ()
 
 
 def cluster_input_dim(obs_cluster_features: int) -> int:
@@ -144,8 +145,7 @@ def build_hetero_batch(obs: dict[str, Tensor]) -> HeteroBatch:
         "cluster": cluster_batch,
         "shortcut": torch.arange(B, device=device),
     }
-    # hosts: a running slot's one cluster, edges in slot order; from_hub: a cluster's one shortcut
-    return HeteroBatch(x, edge_index, batch, B, slot_node, num_pending, one_source=(EDGE_TYPES[2], EDGE_TYPES[5]))
+    return HeteroBatch(x, edge_index, batch, B, slot_node, num_pending)
 
 
 @dataclass

@@ -24,7 +24,9 @@ from torch_geometric.nn import HANConv
 from torch_geometric.utils import softmax as pyg_softmax
 
 from .gemm import apply_linear
-from .graph import METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim
+from .graph import (
+    METADATA, NODE_TYPES, ONE_SOURCE_RELATIONS, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim,
+)
 
 
 class PerGraphHANConv(HANConv):
@@ -44,7 +46,7 @@ class PerGraphHANConv(HANConv):
         one_source: tuple[tuple[str, str, str], ...] = (),
     ) -> dict[str, Tensor]:
         """Node embeddings by type. ``one_source``: relations whose every destination node has
-        exactly one incoming edge, edge ``i`` into node ``i`` (:attr:`HeteroBatch.one_source`):
+        exactly one incoming edge, edge ``i`` into node ``i`` (:data:`~networks.graph.ONE_SOURCE_RELATIONS`):
         their attention over one edge is exactly 1, so the message is the source's projected
         features, gathered without the attention pass (the same outputs; the relation's
         attention vectors get no gradient instead of an exactly zero one). Attention dropout
@@ -130,9 +132,10 @@ class HANEncoder(nn.Module):
             )
 
     def forward(self, g: HeteroBatch, one_source: bool = False) -> dict[str, Tensor]:
-        """Node embeddings of ``g``; ``one_source``: gather the messages of ``g.one_source``'s
-        relations without their (trivial) attention pass (see :meth:`PerGraphHANConv.forward`)."""
-        single = g.one_source if one_source else ()
+        """Node embeddings of ``g``; ``one_source``: gather the messages of the
+        :data:`~networks.graph.ONE_SOURCE_RELATIONS` without their (trivial) attention pass (see
+        :meth:`PerGraphHANConv.forward`)."""
+        single = ONE_SOURCE_RELATIONS if one_source else ()
         if self.faithful:
             h = g.x
             for conv in self.convs:

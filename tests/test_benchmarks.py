@@ -219,9 +219,10 @@ def test_training_speed_compares_variants_in_one_process(capsys):
             mod.main(["--compare", bad, *SPEED_TINY])
 
 
-def test_training_speed_refuses_to_compare_a_process_wide_setting(capsys):
+@pytest.mark.parametrize("compare", ["train.malloc=keep,system", "train.torch_threads=1,2"])
+def test_training_speed_refuses_to_compare_a_process_wide_setting(compare, capsys):
     mod = bench("training_speed")
     with pytest.raises(SystemExit):
-        mod.main(["--compare", "train.malloc=keep,system", *SPEED_TINY])
+        mod.main(["--compare", compare, *SPEED_TINY])
     err = capsys.readouterr().err
-    assert "train.malloc" in err and "separate processes" in err
+    assert compare.partition("=")[0] in err and "separate processes" in err

@@ -23,14 +23,13 @@ from torch.utils.tensorboard import SummaryWriter
 from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
-from ..allocator import configure_allocator
 from ..train_config import ARGMAX
 from ..vector_env import BatchCollector, BatchedReplayBuffer
 from .checkpoints import BEST, LAST, restore
 from .envs import evaluation_envs, training_envs
 from .logger import RunLogger
 from .rng import seed_everything, set_rng_state
-from .run_spec import RunSpec, check_environment, write_config
+from .run_spec import RunSpec, check_environment, configure_process, write_config
 from .session import Session
 from .stats import SchedulingCollectStats
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
@@ -72,9 +71,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
     """Train (or resume) one run; see the package docstring. Raises :class:`TrainingInterrupted` on Ctrl-C."""
     t = spec.train
     device = device or check_environment(spec)
-    if t.torch_threads:
-        torch.set_num_threads(t.torch_threads)
-    configure_allocator(t.malloc)
+    configure_process(t)
     if spec.resume is None:
         seed_everything(t.seed)
     start = time.perf_counter()  # the run directory is created by write_config, once the envs exist

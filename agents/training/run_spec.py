@@ -19,6 +19,7 @@ import yaml
 
 from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, read_scenario_yaml, to_dict
 
+from ..allocator import configure_allocator
 from ..train_config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
 from .checkpoints import load_checkpoint
 from .envs import evaluation_scenario, require_ray, vector_kind
@@ -186,6 +187,15 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda requested but CUDA is not available (use --device cpu or auto)")
     return torch.device(name)
+
+
+def configure_process(train: TrainConfig, threads: int | None = None) -> None:
+    """The learner process's settings, process-wide: torch intra-op threads (``threads``, else
+    ``train.torch_threads``; left as they are when neither is set) and the allocator (``train.malloc``)."""
+    threads = threads or train.torch_threads
+    if threads:
+        torch.set_num_threads(threads)
+    configure_allocator(train.malloc)
 
 
 def check_environment(spec: RunSpec) -> torch.device:
