@@ -52,7 +52,7 @@ from torch import Tensor
 
 from .gemm import apply_linear, linear
 from .graph import EDGE_TYPES, EncoderOutput, canonical_slots, cluster_features
-from .han import GraphEncoder, PerGraphHANConv
+from .han import GraphEncoder, PerGraphHANConv, attention_matrix
 from .heads import compact_pays, use_compact
 
 _NEG = -1e30  # logit of a non-edge before the masked softmax (finite: no NaN when a row is empty)
@@ -164,14 +164,6 @@ def _masked_softmax(logits: Tensor, mask: Tensor, dim: int) -> Tensor:
     return torch.softmax(logits.masked_fill(~mask, _NEG), dim).masked_fill(~mask, 0.0)
 
 
-def _att_matrix(atts: list[Tensor], eye: Tensor) -> Tensor:
-    """Attention vectors ``(1, H, D)`` of ``R`` relations -> ``(R*H, H*D)`` block matrix ``A``
-    with ``(x @ A.T)[r*H + h] = sum_d x[h, d] * att_r[h, d]``."""
-    att = torch.cat(atts)  # (R, H, D)
-    R, H, D = att.shape
-    return (att.unsqueeze(1) * eye.view(1, H, H, 1).to(att.dtype)).reshape(R * H, H * D)
-
-
 def _group(conv: PerGraphHANConv, outs: list[Tensor], rows: Rows | None) -> Tensor:
     """Semantic attention over relations; key mean over the sample's nodes (``rows``; ``None``:
     every row of the ``(B, S, C)`` outputs is a node)."""
@@ -208,9 +200,9 @@ def dense_conv(
     xc4 = xc.view(B, N, H, D)
     eye = torch.eye(H, dtype=xc.dtype, device=xc.device)
     # every attention-logit part of a node type in one thin matmul (no (rows, H, D) temporary)
-    a_c = linear(xc, _att_matrix([ls[_KEYS["offers"]], ld[_KEYS["wants"]], ld[_KEYS["runs_on"]],
+    a_c = linear(xc, attention_matrix([ls[_KEYS["offers"]], ld[_KEYS["wants"]], ld[_KEYS["runs_on"]],
                                      ls[_KEYS["to_hub"]]], eye)).view(B, N, 4, H)
-    a_p = linear(xp, _att_matrix([ld[_KEYS["offers"]], ls[_KEYS["wants"]]], eye))  # (pending rows, 2H)
+    a_p = linear(xp, attention_matrix([ld[_KEYS["offers"]], ls[_KEYS["wants"]]], eye))  # (pending rows, 2H)
 
     # cluster -offers-> pending: canonical slot s over the N clusters holding its task
     # (layout (B, NP, H, N): the softmax runs over the last, contiguous axis)
@@ -236,13 +228,13 @@ def dense_conv(
     # running -runs_on-> cluster: cluster i over its M running slots
     xr_slots = g.running.spread(xr)
     src = xr_slots.view(B, N, M, H, D)
-    a_r = linear(xr_slots, _att_matrix([ls[_KEYS["runs_on"]]], eye)).view(B, N, M, H)
+    a_r = linear(xr_slots, attention_matrix([ls[_KEYS["runs_on"]]], eye)).view(B, N, M, H)
     logit = F.leaky_relu(a_r + a_c[:, :, 2].unsqueeze(2), slope)  # (B, N, M, H)
     attn = _masked_softmax(logit, g.runs_on, 2)
     o_runs = torch.einsum("bnmh,bnmhd->bnhd", attn, src).reshape(B, N, C)
 
     # cluster -to_hub-> shortcut: over all N clusters
-    a_s = linear(xs, _att_matrix([ld[_KEYS["to_hub"]]], eye))  # (B, 1, H)
+    a_s = linear(xs, attention_matrix([ld[_KEYS["to_hub"]]], eye))  # (B, 1, H)
     logit = F.leaky_relu(a_c[:, :, 3] + a_s, slope)  # (B, N, H)
     attn = torch.softmax(logit, dim=1)
     o_hub = torch.einsum("bnh,bnhd->bhd", attn, xc4).reshape(B, 1, C)

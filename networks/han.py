@@ -23,10 +23,19 @@ from torch import Tensor, nn
 from torch_geometric.nn import HANConv
 from torch_geometric.utils import softmax as pyg_softmax
 
-from .gemm import apply_linear
+from .gemm import apply_linear, linear, scale_heads
 from .graph import (
     METADATA, NODE_TYPES, ONE_SOURCE_RELATIONS, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim,
 )
+
+
+def attention_matrix(atts: list[Tensor], eye: Tensor) -> Tensor:
+    """Attention vectors ``(1, H, D)`` of ``R`` relation halves -> the ``(R*H, H*D)`` block
+    matrix ``A`` with ``(x @ A.T)[r*H + h] = sum_d x[h, d] * att_r[h, d]`` (``eye``: ``(H, H)``
+    identity in the features' dtype)."""
+    att = torch.cat(atts)  # (R, H, D)
+    R, H, D = att.shape
+    return (att.unsqueeze(1) * eye.view(1, H, H, 1).to(att.dtype)).reshape(R * H, H * D)
 
 
 class PerGraphHANConv(HANConv):
@@ -54,24 +63,45 @@ class PerGraphHANConv(HANConv):
         if one_source and self.dropout:
             raise ValueError("one_source relations skip the attention pass: they need dropout == 0")
         H, D = self.heads, self.out_channels // self.heads
-        C = self.out_channels
-        xn = {t: apply_linear(self.proj[t], x).view(-1, H, D) for t, x in x_dict.items()}
+        xn = {t: apply_linear(self.proj[t], x) for t, x in x_dict.items()}  # (n, C) per type
+        attended = [e for e in edge_index_dict if e not in one_source]
+        logits = self._attention_logits(xn, attended)
         outs: dict[str, list[Tensor]] = {t: [] for t in x_dict}
         if self.self_relation:
             for t, h in xn.items():
-                outs[t].append(F.relu(h.view(-1, C)))
+                outs[t].append(F.relu(h))
         for edge_type, edge_index in edge_index_dict.items():
             src, _, dst = edge_type
-            key = "__".join(edge_type)
-            x_src, x_dst = xn[src], xn[dst]
+            x_src = xn[src]
             if edge_type in one_source:
-                outs[dst].append(F.relu(x_src.index_select(0, edge_index[0]).view(-1, C)))
+                outs[dst].append(F.relu(x_src.index_select(0, edge_index[0])))
                 continue
-            alpha_src = (x_src * self.lin_src[key]).sum(-1)
-            alpha_dst = (x_dst * self.lin_dst[key]).sum(-1)
-            out = self._relation(edge_index, x_src, alpha_src, alpha_dst, x_dst.shape[0])
+            alpha_src, alpha_dst = logits[edge_type]
+            out = self._relation(edge_index, x_src.view(-1, H, D), alpha_src, alpha_dst, xn[dst].shape[0])
             outs[dst].append(F.relu(out))
         return {t: self._group(o, batch_dict[t], num_graphs) for t, o in outs.items()}
+
+    def _attention_logits(
+        self, xn: dict[str, Tensor], edge_types: list[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], tuple[Tensor, Tensor]]:
+        """Per relation, the source and destination halves of the node-level attention logit
+        (``(x * att).sum(-1)`` per head, HANConv's ``lin_src``/``lin_dst``): every half a node
+        type takes part in comes out of one thin matrix product on its features, which is also
+        ~4x cheaper than the broadcast product in the bfloat16 backward on CPU."""
+        H = self.heads
+        parts: dict[str, list[tuple[tuple[str, str, str], int]]] = {}
+        for e in edge_types:
+            parts.setdefault(e[0], []).append((e, 0))
+            parts.setdefault(e[2], []).append((e, 1))
+        halves: dict[tuple[tuple[str, str, str], int], Tensor] = {}
+        for t, needed in parts.items():
+            x = xn[t]
+            atts = [(self.lin_src if side == 0 else self.lin_dst)["__".join(e)] for e, side in needed]
+            eye = torch.eye(H, dtype=x.dtype, device=x.device)
+            a = linear(x, attention_matrix(atts, eye)).view(-1, len(needed), H)
+            for k, key in enumerate(needed):
+                halves[key] = a[:, k]
+        return {e: (halves[(e, 0)], halves[(e, 1)]) for e in edge_types}
 
     def _relation(self, edge_index: Tensor, x_src: Tensor, alpha_src: Tensor, alpha_dst: Tensor, n_dst: int) -> Tensor:
         """Node-level attention of one relation: exactly ``HANConv.message`` + sum aggregation,
@@ -82,7 +112,7 @@ class PerGraphHANConv(HANConv):
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         # the product in the features' dtype: under bfloat16 autocast a float32 ``alpha`` would
         # make it a mixed-dtype product, several times slower on CPU
-        msg = x_src.index_select(0, src) * alpha.unsqueeze(-1).to(x_src.dtype)  # (E, H, D)
+        msg = scale_heads(x_src.index_select(0, src), alpha.to(x_src.dtype))  # (E, H, D)
         out = msg.new_zeros((n_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
         return out.view(n_dst, self.out_channels)
 

@@ -1,9 +1,13 @@
 """Row bucketing of the linear layers under bfloat16 autocast on CPU (networks/gemm.py): the
 buckets are few and tight, the padded products give the plain products' values and gradients,
-float32 is untouched, and every linear layer of the policy's update pass sees a bucketed row
-count (oneDNN builds a kernel per shape: unbucketed data-dependent rows ran ~8x slower)."""
+float32 is untouched, and every linear layer of the policy's update pass sees a row count that
+repeats (oneDNN builds a kernel per shape: unbucketed data-dependent rows ran ~8x slower): a
+bucket, or a pointer group's bucketed agent count times its slot width (``rows_prebucketed``).
+Also the per-head product ``scale_heads``."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 import torch
@@ -11,9 +15,11 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
 
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.policy import PolicyConfig, TapFingerPolicy, pointer_widths
 from agents.precision import BFLOAT16, autocast
-from networks.gemm import BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear
+from networks.gemm import (
+    BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear, rows_prebucketed, scale_heads,
+)
 
 torch.set_num_threads(1)
 
@@ -92,5 +98,49 @@ def test_every_linear_layer_of_the_update_sees_bucketed_rows(encoder, faithful):
     with probe, autocast(BFLOAT16, "cpu"):
         pol.evaluate(obs, action)
     assert len(probe.rows) > 10
-    unbucketed = sorted({m for m in probe.rows if bucket_rows(m) != m})
-    assert unbucketed == [], f"linear layers ran on unbucketed row counts {unbucketed}"
+    P = obs["pending_mask"].shape[-1]
+
+    def repeats(m: int) -> bool:  # a bucket, or a bucketed pointer group at one of its widths
+        return bucket_rows(m) == m or any(m % w == 0 and bucket_rows(m // w) == m // w for w in pointer_widths(P))
+
+    unbucketed = sorted({m for m in probe.rows if not repeats(m)})
+    assert unbucketed == [], f"linear layers ran on row counts that do not repeat: {unbucketed}"
+
+
+def test_prebucketed_rows_are_not_padded_again_on_this_thread_only():
+    torch.manual_seed(0)
+    x, w = torch.randn(111, 8), torch.randn(6, 8)
+    seen: dict[str, list[int]] = {}
+
+    def run(name: str) -> None:
+        probe = _MatmulRows()
+        with probe, autocast(BFLOAT16, "cpu"):
+            linear(x, w)
+        seen[name] = probe.rows
+
+    with rows_prebucketed():
+        run("inside")
+        with rows_prebucketed():
+            run("nested")
+        run("after nested")
+        other = threading.Thread(target=run, args=("other thread",))
+        other.start()
+        other.join()
+    run("outside")
+    assert seen == {"inside": [111], "nested": [111], "after nested": [111], "other thread": [112], "outside": [112]}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scale_heads_is_the_broadcast_product(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(37, 4, 16).to(dtype).requires_grad_()
+    a = torch.randn(37, 4).to(dtype).requires_grad_()
+    got = scale_heads(x, a)
+    want = x * a.unsqueeze(-1)
+    assert got.shape == (37, 4, 16) and got.dtype == dtype
+    assert torch.equal(got, want)  # the same products, elementwise
+    g = torch.randn(37, 4, 16).to(dtype)
+    gx, ga = torch.autograd.grad(got, (x, a), g)
+    wx, wa = torch.autograd.grad(want, (x, a), g)
+    assert torch.equal(gx, wx)
+    torch.testing.assert_close(ga, wa, rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=1e-2 if dtype == torch.bfloat16 else 1e-6)

@@ -237,6 +237,29 @@ def test_log_prob_masking_losers_and_skipped(syn3, policy3):
     assert torch.allclose(ent_eval, out.entropy, atol=1e-6)
 
 
+def test_entropy_of_masked_log_probs_and_its_gradient():
+    """``_entropy`` takes the probabilities from a softmax of the log-probabilities (fast on CPU
+    where ``exp`` of masked entries is not): the same value, and the same gradient with respect
+    to the logits, as ``-(exp(logp) * logp).sum(-1)``."""
+    from agents.policy import _entropy
+    from networks.heads import MASK_VALUE
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 3, 17).masked_fill(torch.rand(64, 3, 17) < 0.6, MASK_VALUE)
+    x[:, :, 0] = torch.randn(64, 3)  # one choice always open
+    x[0, 0, 1:] = MASK_VALUE  # a forced choice: entropy 0
+    logits = x.clone().requires_grad_()
+    weights = torch.randn(64, 3)
+    got = _entropy(torch.log_softmax(logits, -1))
+    (g_got,) = torch.autograd.grad((got * weights).sum(), logits)
+    logp = torch.log_softmax(logits, -1)
+    want = -(logp.exp() * logp).sum(-1)
+    (g_want,) = torch.autograd.grad((want * weights).sum(), logits)
+    assert got[0, 0] == 0 and (got[1:] > 0).all()
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-5, atol=1e-6)
+
+
 def test_loser_allocation_term_gets_no_gradient(syn3):
     _, spec, obs = syn3
     torch.manual_seed(0)
