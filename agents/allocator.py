@@ -5,7 +5,9 @@ such blocks to the operating system as soon as they are freed (blocks above its 
 threshold are unmapped, the heap's top is trimmed), so the next minibatch faults the same pages
 in again: ~28,000 minor page faults and ~40 ms of kernel time a 2,048-sample minibatch on the
 2-core machine (README, "Measured results"). :func:`configure_allocator` with ``"keep"`` raises
-the ``mmap`` threshold to glibc's maximum and stops trimming, so freed memory is reused; the
+the ``mmap`` threshold to glibc's maximum, maps no block on its own (glibc's largest threshold is
+32 MB, and a float32 minibatch at six clusters and hidden 128 allocates ~57 MB tensors: without
+this, ~75,000 faults a minibatch remained) and stops trimming, so freed memory is reused; the
 process then keeps its peak footprint. The setting is process-wide (it cannot be compared
 within one process) and a no-op where the C library is not glibc.
 """
@@ -19,9 +21,12 @@ import functools
 #: ``train.malloc`` values: ``keep`` freed memory in the process, or the ``system`` defaults
 MALLOC_MODES = ("keep", "system")
 # mallopt parameters (glibc's malloc.h)
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-#: largest mmap threshold glibc accepts on 64-bit systems (HEAP_MAX_SIZE / 2); bigger blocks stay mmapped
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -2, -3, -4
+#: largest mmap threshold glibc accepts on 64-bit systems (HEAP_MAX_SIZE / 2)
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
+#: blocks glibc may map on their own: none, so blocks above the threshold come from the heap too
+#: (glibc still maps one where a heap cannot hold it, e.g. above a thread arena's 64 MB)
+MMAP_MAX = 0
 #: grow the heap in steps of this much (fewer brk calls)
 TOP_PAD = 64 * 1024 * 1024
 #: trim the heap's top only when this much of it is free (mallopt's largest value: "never", in practice)
@@ -55,6 +60,7 @@ def configure_allocator(mode: str) -> bool:
     if mode == "system" or mallopt is None:
         return False
     ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX) == 1
+    ok = mallopt(_M_MMAP_MAX, MMAP_MAX) == 1 and ok
     ok = mallopt(_M_TOP_PAD, TOP_PAD) == 1 and ok
     ok = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
     return ok

@@ -128,7 +128,7 @@ class PerGraphHANConv(HANConv):
         sums = keys.new_zeros(R, num_graphs, C).index_add_(1, batch, keys)
         counts = torch.bincount(batch, minlength=num_graphs).clamp(min=1).to(out.dtype)
         score = (self.q * (sums / counts.view(1, -1, 1))).sum(-1)  # (R, G)
-        attn = torch.softmax(score, dim=0)[:, batch]  # (R, n)
+        attn = torch.softmax(score, dim=0).index_select(1, batch)  # (R, n)
         return (attn.unsqueeze(-1).to(out.dtype) * out).sum(0)
 
 
@@ -199,7 +199,8 @@ class GraphEncoder(nn.Module):
     def forward(self, obs: dict[str, Tensor]) -> EncoderOutput:
         g = build_hetero_batch(obs)
         h = self.han(g, one_source=self.one_source)
-        B, N, _ = g.slot_node.shape
+        B, N, P = g.slot_node.shape
         table = torch.cat([h["pending"], self.dummy.unsqueeze(0).to(h["pending"].dtype)], dim=0)
-        task = table[g.slot_node]
+        # index_select: ~10x faster than table[slot_node] on CPU (~2x with its backward)
+        task = table.index_select(0, g.slot_node.reshape(-1)).view(B, N, P, -1)
         return EncoderOutput(task=task, cluster=h["cluster"].view(B, N, -1), glob=h["shortcut"])

@@ -130,16 +130,17 @@ def test_prebucketed_rows_are_not_padded_again_on_this_thread_only():
     assert seen == {"inside": [111], "nested": [111], "after nested": [111], "other thread": [112], "outside": [112]}
 
 
+@pytest.mark.parametrize("dim", [16, 32])  # below / at BROADCAST_MIN_INNER
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_scale_heads_is_the_broadcast_product(dtype):
+def test_scale_heads_is_the_broadcast_product(dtype, dim):
     torch.manual_seed(0)
-    x = torch.randn(37, 4, 16).to(dtype).requires_grad_()
+    x = torch.randn(37, 4, dim).to(dtype).requires_grad_()
     a = torch.randn(37, 4).to(dtype).requires_grad_()
     got = scale_heads(x, a)
     want = x * a.unsqueeze(-1)
-    assert got.shape == (37, 4, 16) and got.dtype == dtype
+    assert got.shape == (37, 4, dim) and got.dtype == dtype
     assert torch.equal(got, want)  # the same products, elementwise
-    g = torch.randn(37, 4, 16).to(dtype)
+    g = torch.randn(37, 4, dim).to(dtype)
     gx, ga = torch.autograd.grad(got, (x, a), g)
     wx, wa = torch.autograd.grad(want, (x, a), g)
     assert torch.equal(gx, wx)
