@@ -86,8 +86,9 @@ class PerGraphHANConv(HANConv):
     ) -> dict[tuple[str, str, str], tuple[Tensor, Tensor]]:
         """Per relation, the source and destination halves of the node-level attention logit
         (``(x * att).sum(-1)`` per head, HANConv's ``lin_src``/``lin_dst``): every half a node
-        type takes part in comes out of one thin matrix product on its features, which is also
-        ~4x cheaper than the broadcast product in the bfloat16 backward on CPU."""
+        type takes part in comes out of one thin matrix product on its features (fewer passes; and
+        the backward of the product-and-sum form broadcasts over ``D``-value rows, the bfloat16
+        slow path on CPU described at :func:`~networks.gemm.scale_heads`)."""
         H = self.heads
         parts: dict[str, list[tuple[tuple[str, str, str], int]]] = {}
         for e in edge_types:
