@@ -20,7 +20,8 @@ every sample of every PPO pass (``samples x repeat``) over the update time.
 
 ``--compare train.precision=float32,bfloat16`` builds one run per value in the same process and
 alternates their rounds (round 1 of each, round 2 of each, ...), so that the drift of a shared
-machine hits every variant alike; the JSON then holds ``variants`` (one object as above per
+machine hits every variant alike, in an order rotated every round (:func:`round_order`: on this
+machine a run measured ~7% faster when it went after the other); the JSON then holds ``variants`` (one object as above per
 value) and ``ratios`` (each variant's ``env_steps_per_s`` over the first's). Timings of separate
 processes drift by more than many of the effects worth measuring. Keys that set the whole process
 (:data:`PROCESS_WIDE_KEYS`: ``train.malloc``, ``train.torch_threads``) cannot be compared this way
@@ -112,6 +113,15 @@ class _Run:
         self.envs.close()
 
 
+def round_order(n: int, iteration: int) -> list[int]:
+    """The order the ``n`` variants run in at ``iteration``: rotated by one each iteration, so each
+    takes every position equally often over ``n`` iterations. On the 2-core machine a fixed order
+    favoured the later run: two identical variants measured 1.00 against 1.07 (README, "Measured
+    results")."""
+    k = iteration % n if n else 0
+    return list(range(k, n)) + list(range(k))
+
+
 def _variants(compare: str | None, p: argparse.ArgumentParser) -> list[tuple[str, list[str]]]:
     """``[(label, extra overrides)]``: one unlabelled variant, or one per ``--compare`` value."""
     if compare is None:
@@ -134,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: train.torch_threads, else torch's)")
     p.add_argument("--compare", default=None, metavar="KEY=V1,V2",
-                   help="one run per value of an override, rounds alternated in this process")
+                   help="one run per value of an override, rounds alternated in this process (order rotated)")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_intermixed_args(argv)
@@ -152,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             except ConfigError as e:
                 p.error(str(e))
         for it in range(args.iterations + 1):
-            for (label, _), run in zip(variants, runs):
+            for v in round_order(len(runs), it):
+                (label, _), run = variants[v], runs[v]
                 steps, collect_s, update_s = run.round(timed=it > 0)  # round 0: warm-up (first calls, allocations)
                 if it and not args.json:
                     name = f" [{label}]" if label else ""

@@ -219,6 +219,18 @@ def test_training_speed_compares_variants_in_one_process(capsys):
             mod.main(["--compare", bad, *SPEED_TINY])
 
 
+def test_training_speed_rotates_the_order_of_compared_runs(capsys):
+    """A fixed order favoured the later run (identical variants measured 1.00 against 1.07), so
+    every round starts with another variant."""
+    mod = bench("training_speed")
+    assert [mod.round_order(3, i) for i in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
+    assert mod.round_order(2, 1) == [1, 0] and mod.round_order(1, 5) == [0]
+    assert mod.main(["--compare", "train.old_stats=recompute,behaviour", *SPEED_TINY, "--iterations", "3"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("iteration")]
+    order = [ln.split("[")[1].split("]")[0] for ln in lines]
+    assert order == ["behaviour", "recompute", "recompute", "behaviour", "behaviour", "recompute"]
+
+
 @pytest.mark.parametrize("compare", ["train.malloc=keep,system", "train.torch_threads=1,2"])
 def test_training_speed_refuses_to_compare_a_process_wide_setting(compare, capsys):
     mod = bench("training_speed")
