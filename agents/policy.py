@@ -569,8 +569,12 @@ class TapFingerPolicy(nn.Module):
         return values.new_full((B * N * P,), MASK_VALUE).index_copy(0, kept, values).view(B, N, P)
 
     def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
+        B, N, P, H = enc.task.shape
         idx = slot.view(*slot.shape, 1, 1)
-        task = enc.task.gather(2, idx.expand(-1, -1, 1, enc.task.shape[-1])).squeeze(2)
+        # each agent's slot row by index_select: in the update's backward its index_add is ~4x
+        # faster on CPU than the scatter_add of a gather along the slot axis
+        rows = torch.arange(B * N, device=slot.device).view(B, N) * P + slot
+        task = enc.task.reshape(B * N * P, H).index_select(0, rows.view(-1)).view(B, N, H)
         low = obs["pending_min"].long().gather(2, idx.expand(-1, -1, 1, 2)).squeeze(2)
         return self.alloc_head(task, enc.cluster, low, obs["alloc_high"].long())
 

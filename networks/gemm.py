@@ -74,9 +74,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
     m = flat.shape[0]
     padded = m if getattr(_local, "prebucketed", False) else bucket_rows(m)
-    if padded > m:
-        flat = F.pad(flat, (0, 0, 0, padded - m))
-    return F.linear(flat, weight, bias)[:m].reshape(*lead, weight.shape[0])
+    if padded == m:  # no slice then: even a full-length slice's backward zero-fills and copies the gradient
+        return F.linear(flat, weight, bias).reshape(*lead, weight.shape[0])
+    out = F.linear(F.pad(flat, (0, 0, 0, padded - m)), weight, bias)
+    return out[:m].reshape(*lead, weight.shape[0])
 
 
 def apply_linear(module: nn.Module, x: Tensor) -> Tensor:

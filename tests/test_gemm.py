@@ -50,7 +50,7 @@ def test_rows_are_padded_only_under_bfloat16_autocast_on_cpu(precision):
         assert torch.equal(y, F.linear(x, w, b))
 
 
-@pytest.mark.parametrize("rows", [1, 37, 1000, 2049])
+@pytest.mark.parametrize("rows", [1, 37, 1000, 1024, 2049])  # 1024: a bucket, not padded
 def test_bucketed_linear_matches_plain_autocast_values_and_gradients(rows):
     torch.manual_seed(rows)
     x = torch.randn(rows, 3, 24, requires_grad=True)
