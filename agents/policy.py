@@ -559,11 +559,11 @@ class TapFingerPolicy(nn.Module):
         occ_g = occ.reshape(-1).index_select(0, slots).split(sizes)
         feas_g = feas.reshape(-1).index_select(0, slots).split(sizes)
         logits = []
-        for g, t, c, o, f in zip(groups, task, cluster, occ_g, feas_g):
-            n, w = g.slots.shape
-            with rows_prebucketed() if pad else nullcontext():  # each group's rows are bucketed already
+        with rows_prebucketed() if pad else nullcontext():  # each group's rows are bucketed already
+            for g, t, c, o, f in zip(groups, task, cluster, occ_g, feas_g):
+                n, w = g.slots.shape
                 sub = self.pointer(self.slot_proj(t.view(n, 1, w, H), c.unsqueeze(1)), o.view(n, 1, w), f.view(n, 1, w))
-            logits.append(sub[: g.count].reshape(-1))  # the padding rows dropped
+                logits.append(sub[: g.count].reshape(-1))  # the padding rows dropped
         kept = torch.cat([g.slots[: g.count].reshape(-1) for g in groups])
         values = torch.cat(logits)
         return values.new_full((B * N * P,), MASK_VALUE).index_copy(0, kept, values).view(B, N, P)

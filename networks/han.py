@@ -95,11 +95,11 @@ class PerGraphHANConv(HANConv):
             parts.setdefault(e[0], []).append((e, 0))
             parts.setdefault(e[2], []).append((e, 1))
         halves: dict[tuple[tuple[str, str, str], int], Tensor] = {}
+        any_x = next(iter(xn.values()))
+        eye = torch.eye(H, dtype=any_x.dtype, device=any_x.device)
         for t, needed in parts.items():
-            x = xn[t]
             atts = [(self.lin_src if side == 0 else self.lin_dst)["__".join(e)] for e, side in needed]
-            eye = torch.eye(H, dtype=x.dtype, device=x.device)
-            a = linear(x, attention_matrix(atts, eye)).view(-1, len(needed), H)
+            a = linear(xn[t], attention_matrix(atts, eye)).view(-1, len(needed), H)
             for k, key in enumerate(needed):
                 halves[key] = a[:, k]
         return {e: (halves[(e, 0)], halves[(e, 1)]) for e in edge_types}
