@@ -95,6 +95,7 @@ def resolve_conflicts(
     active: Tensor,
     prior: str = "paper",
     generator: Generators = None,
+    tie: Tensor | None = None,
 ) -> ConflictResult:
     """Resolve conflicts for a batch.
 
@@ -108,10 +109,15 @@ def resolve_conflicts(
         generator: seeded generator(s) for the tie-break (:data:`Generators`; a uniform draw of
             shape ``(B, N)`` is made on every call, so the stream advances identically whatever
             the outcome).
+        tie: ``(B, N)`` uniforms for the tie-break, drawn by the caller (then ``generator`` is
+            not used): :func:`agents.policy.draw_act_noise` draws them up front.
     """
     active = active.bool()
     B, N = task_key.shape
-    tie = uniform((B, N), generator, task_key.device, torch.float64)
+    if tie is None:
+        tie = uniform((B, N), generator, task_key.device, torch.float64)
+    elif tie.shape != (B, N):
+        raise ValueError(f"tie-break draws must have shape {(B, N)}, got {tuple(tie.shape)}")
     same = (task_key.unsqueeze(2) == task_key.unsqueeze(1)) & active.unsqueeze(2) & active.unsqueeze(1)
     w = prior_weight(free, minreq, prior)  # (B, N)
     s = score.to(torch.float64)

@@ -216,13 +216,51 @@ def _first_argmax(logp: Tensor) -> Tensor:
     return near.to(torch.uint8).argmax(-1)
 
 
-def _gumbel_noise(like: Tensor, generator: Generators) -> Tensor:
-    u = uniform(tuple(like.shape), generator, like.device, like.dtype)
+@dataclass
+class ActNoise:
+    """Every random draw of one :meth:`TapFingerPolicy.act` call, made up front by
+    :func:`draw_act_noise`, so that the sampling pass itself is a function of tensors only (no
+    generator inside: ``torch.compile`` traces it whole, and an accelerator can replay it as one
+    CUDA graph). Uniforms in ``[0, 1)``; ``None`` where the call draws nothing."""
+
+    selection: Tensor | None  # (B, N, P) float32: the slot's Gumbel noise (sampling only)
+    tie: Tensor | None  # (B, N) float64: Bayes conflict tie-breaks (``conflicts="bayes"`` only)
+    allocation: Tensor | None  # (B, N, A) float32: the allocation's Gumbel noise (sampling only)
+
+
+def draw_act_noise(
+    shape: tuple[int, int, int, int], conflicts: str, deterministic: bool, generator: Generators,
+    device: torch.device,
+) -> ActNoise:
+    """The draws of one ``act()`` on a batch ``shape = (B, N, P, A)``, from ``generator``
+    (:data:`~agents.conflict.Generators`) in the order the pass uses them: selection noise,
+    then (Bayes) the conflict tie-breaks, drawn even when acting deterministically so the
+    stream advances alike, then the allocation noise."""
+    B, N, P, A = shape
+    sample = not deterministic
+    return ActNoise(
+        selection=uniform((B, N, P), generator, device, torch.float32) if sample else None,
+        tie=None if conflicts in SEQUENTIAL_MODES else uniform((B, N), generator, device, torch.float64),
+        allocation=uniform((B, N, A), generator, device, torch.float32) if sample else None,
+    )
+
+
+def _gumbel(u: Tensor) -> Tensor:
+    """Gumbel noise from uniforms ``u``."""
     return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
 
 
-def _gumbel_argmax(logits: Tensor, generator: Generators) -> Tensor:
-    return (logits + _gumbel_noise(logits, generator)).argmax(-1)
+def _gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
+    """A sample of ``softmax(logits)`` over the last axis by the Gumbel-max trick on uniforms ``u``."""
+    return (logits + _gumbel(u).to(logits.dtype)).argmax(-1)
+
+
+def _needs(noise: ActNoise | None, name: str) -> Tensor:
+    """``noise``'s draw ``name``; a clear error where the caller drew none."""
+    u = None if noise is None else getattr(noise, name)
+    if u is None:
+        raise ValueError(f"this pass needs the {name} noise of draw_act_noise")
+    return u
 
 
 def _sequential_choice(
@@ -233,7 +271,7 @@ def _sequential_choice(
     alloc_logp: Callable[[int | Tensor, Tensor], Tensor] | None = None,
     chosen: Tensor | None = None,
     deterministic: bool = False,
-    generator: Generators = None,
+    noise: ActNoise | None = None,
     order: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None, Tensor]:
     """Choices with ``conflicts="sequential"`` or ``"room"``: agents choose one after another,
@@ -246,8 +284,9 @@ def _sequential_choice(
     so later agents may still take a task an earlier one declined.
 
     Choosing: ``alloc_logp(i, slot)`` gives agent ``i``'s allocation log-probabilities ``(B, A)``
-    at ``slot (B,)``, drawn right after the slot; sampling draws one ``(B, N, P)`` and then one
-    ``(B, N, A)`` Gumbel noise from ``generator``. Re-evaluation: ``chosen (B, N, 2)`` are
+    at ``slot (B,)``, drawn right after the slot; sampling takes its ``(B, N, P)`` and
+    ``(B, N, A)`` uniforms, indexed by agent, from ``noise`` (:func:`draw_act_noise`; required
+    unless ``deterministic``). Re-evaluation: ``chosen (B, N, 2)`` are
     stored ``(slot, allocation)`` pairs, whose masks are rebuilt from them. Returns ``(slot
     (B, N), allocation (B, N), masked selection log-probabilities (B, N, P), allocation
     log-probabilities at the slot (B, N, A), blocked (B, N))``; the two allocation entries are
@@ -255,13 +294,14 @@ def _sequential_choice(
     """
     B, N, P = logits.shape
     sampling = chosen is None and not deterministic
-    noise_sel = _gumbel_noise(logits, generator) if sampling else None  # drawn in agent order
+    if sampling and (noise is None or noise.selection is None or noise.allocation is None):
+        raise ValueError("sampling needs the selection and allocation noise (draw_act_noise)")
     # ordered: every per-agent input is put in choosing order once, the outputs back at the end
     to_pos = (lambda t: t) if order is None else (lambda t: _along_agents(t, order))
     logits, key, feasible, skip = to_pos(logits), to_pos(key), to_pos(feasible), to_pos(skip)
-    noise_sel = None if noise_sel is None else to_pos(noise_sel)
+    noise_sel = _gumbel(to_pos(noise.selection)).to(logits.dtype) if sampling else None
+    noise_alloc = _gumbel(to_pos(noise.allocation)) if sampling else None  # (B, N, A), by agent
     stored = None if chosen is None else to_pos(chosen)
-    noise_alloc = None  # (B, N, A), drawn once the allocation size is known (nothing is drawn in between)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
     for j in range(N):
@@ -273,9 +313,7 @@ def _sequential_choice(
         else:
             slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
             al = alloc_logp(j if order is None else order[:, j], slot)
-            if sampling and noise_alloc is None:
-                noise_alloc = to_pos(_gumbel_noise(al.unsqueeze(1).expand(-1, N, -1), generator))
-            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
+            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j].to(al.dtype)).argmax(-1)
             allocs.append(alloc)
             alloc_logps.append(al)
         task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)
@@ -482,8 +520,11 @@ class TapFingerPolicy(nn.Module):
         return out
 
     def compile_passes(self, mode: str = "default") -> "TapFingerPolicy":
-        """``torch.compile`` the tensor-only passes in place: the encoder, the selection logits and
-        the allocation logits (sampling, conflict resolution and the loss terms stay eager).
+        """``torch.compile`` the policy's passes in place: acting whole (:meth:`act`: encoder,
+        selection, sampling, conflict resolution and allocation, on noise drawn up front by
+        :func:`draw_act_noise`; one graph without breaks in the static layout, so
+        ``reduce-overhead`` can replay it as one CUDA graph), and for the update the encoder,
+        the selection logits and the allocation logits (the loss terms stay eager).
 
         Parameters, state-dict names and outputs are unchanged (to float round-off), so
         checkpoints stay interchangeable with eager policies. Under compilation the dense HAN
@@ -498,6 +539,10 @@ class TapFingerPolicy(nn.Module):
             "selection": torch.compile(self._selection_logits_eager, mode=mode),
             "allocation": torch.compile(self._alloc_logits_eager, mode=mode),
         }
+        # acting whole, sampling and conflicts included: its draws come in as tensors
+        # (draw_act_noise), so the pass has no generator, no data-dependent shape and no
+        # host synchronisation in the static layout, and traces as one graph
+        self._compiled["act"] = torch.compile(self._act, mode=mode)
         return self
 
     def encode(self, obs: Mapping[str, Tensor]) -> EncoderOutput:
@@ -591,14 +636,14 @@ class TapFingerPolicy(nn.Module):
         enc: EncoderOutput,
         action: Tensor | None = None,
         deterministic: bool = False,
-        generator: Generators = None,
+        noise: ActNoise | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
         """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
 
         ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
         resolve conflicts between agents that picked the same task, then sample the allocation;
-        the random draws (selection, conflict ties, allocation) come from ``generator`` in that
-        order. With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
+        the random draws (selection, conflict ties, allocation) are ``noise``
+        (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors). With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
         (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict,
         no tie draw) and blocked agents join the skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
@@ -619,12 +664,12 @@ class TapFingerPolicy(nn.Module):
             order = room_order(_free_fraction(obs)) if self.cfg.conflicts == "room" else None
             sel, alloc, sel_logp, al_logp, blocked = _sequential_choice(
                 logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
-                None if action is None else action[..., :2], deterministic, generator, order)
+                None if action is None else action[..., :2], deterministic, noise, order)
             skip = skip | blocked
         else:
             sel_logp = F.log_softmax(logits, dim=-1)
             if action is None:
-                sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, generator)
+                sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, _needs(noise, "selection"))
             else:
                 sel = action[..., 0]
         lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
@@ -634,14 +679,15 @@ class TapFingerPolicy(nn.Module):
             low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
             key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
             active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior, generator)
+            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior,
+                                         tie=_needs(noise, "tie"))
             lost, posterior = conflict.lost, conflict.posterior
         else:
             lost = action[..., 2].bool()
         if alloc is None:
             al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
             if action is None:
-                alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, generator)
+                alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, _needs(noise, "allocation"))
             else:
                 alloc = action[..., 1]
         lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
@@ -659,26 +705,31 @@ class TapFingerPolicy(nn.Module):
         """Sample (or, deterministic, take the argmax of) a joint action for every sample.
 
         Random draws (selection, conflict ties, allocation) all come from ``generator`` (one for
-        the batch or one per sample, :data:`~agents.conflict.Generators`). Runs
+        the batch or one per sample, :data:`~agents.conflict.Generators`), drawn up front
+        (:func:`draw_act_noise`) for :meth:`_act`, the pass itself. Runs
         under ``torch.inference_mode`` (cheaper per op than ``no_grad``: a batch-1 round is
         ~15% faster on the CPU); the results are copied out as ordinary tensors, so callers may
         store them, write into them and use them as constants in a later loss.
         """
         with torch.inference_mode():
-            out = self._act(obs, deterministic, generator, with_value)
+            obs = self.as_tensors(obs)
+            B, N, P = obs["pending_mask"].shape
+            C1, G1 = self.alloc_dims
+            noise = draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device)
+            fn = self._compiled.get("act")
+            out = (fn or self._act)(obs, noise, deterministic, with_value)
         return ActOutput(
             action=out.action.clone(), log_prob=out.log_prob.clone(), entropy=out.entropy.clone(),
             skip=out.skip.clone(), value=None if out.value is None else out.value.clone(),
             extra={k: None if v is None else v.clone() for k, v in out.extra.items()},
         )
 
-    def _act(
-        self, obs: Mapping[str, Tensor], deterministic: bool, generator: Generators, with_value: bool
-    ) -> ActOutput:
-        obs = self.as_tensors(obs)
+    def _act(self, obs: dict[str, Tensor], noise: ActNoise, deterministic: bool, with_value: bool) -> ActOutput:
+        """The acting pass on :meth:`as_tensors` output and pre-drawn ``noise``: tensors in,
+        tensors out (compiled whole by :meth:`compile_passes`)."""
         enc = self.encode(obs)
         sel, alloc, lost, log_prob, entropy, skip, posterior = self._joint_pass(
-            obs, enc, deterministic=deterministic, generator=generator)
+            obs, enc, deterministic=deterministic, noise=noise)
         sel = torch.where(skip, torch.zeros_like(sel), sel)
         alloc = torch.where(skip | lost, torch.zeros_like(alloc), alloc)
         action = torch.stack([sel, alloc, lost.long()], dim=-1)

@@ -145,6 +145,9 @@ def bench_device(
         torch.manual_seed(0)
         pol = TapFingerPolicy(spec, cfg).to(device).eval()
         if compile_mode:
+            # compiled code is cached per function, across policies: without a reset this size
+            # would start from the last size's graphs, made dynamic in N and the batch (slower)
+            torch._dynamo.reset()
             pol.compile_passes(compile_mode)
         gen = torch.Generator(device=device).manual_seed(0)
         singles = [obs_to_torch(o, device) for o in obs]

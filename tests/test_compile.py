@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.conflict import CONFLICT_MODES, resolve_conflicts
+from agents.policy import PolicyConfig, TapFingerPolicy, draw_act_noise
 from agents.train_config import COMPILE_MODES, TrainConfig
 from envs import load_scenario
 from envs.config import ConfigError
@@ -42,7 +43,7 @@ def test_compiled_policy_acts_like_the_eager_one(pair):
             assert torch.equal(a.action, b.action)
             torch.testing.assert_close(b.log_prob, a.log_prob, atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(b.value, a.value, atol=1e-5, rtol=1e-5)
-    assert compiled._compiled and not eager._compiled
+    assert "act" in compiled._compiled and not eager._compiled
 
 
 def test_compiled_policy_trains_like_the_eager_one(pair):
@@ -71,3 +72,60 @@ def test_bad_compile_modes_are_refused(pair):
         cfg.validate()
     for mode in COMPILE_MODES:
         TrainConfig().apply({"compile": mode}).validate()
+
+
+def _noise(pol, obs, deterministic, generator):
+    B, N, P = obs["pending_mask"].shape
+    C1, G1 = pol.alloc_dims
+    return draw_act_noise((B, N, P, C1 * G1), pol.cfg.conflicts, deterministic, generator, pol.device)
+
+
+@pytest.mark.parametrize("conflicts", CONFLICT_MODES)
+def test_acting_traces_as_one_graph(pair, conflicts):
+    """Acting whole (encoder, pointer, sampling, conflicts, allocation) has no graph break in
+    the static layout: no generator, no data-dependent shape, no host read inside, which is
+    what CUDA-graph replay (``reduce-overhead``) needs. Batches of 1 and of 9 (on the CPU a
+    batch of 8+ takes the compact layout eagerly; under tracing the static one)."""
+    eager, _, obs = pair
+    torch.manual_seed(0)
+    pol = TapFingerPolicy(eager.spec, PolicyConfig(**TINY, conflicts=conflicts)).eval()
+    for rows in (obs[-1:], obs[-9:]):
+        batch = pol.as_tensors(batch_of(rows))
+        for deterministic in (False, True):
+            noise = _noise(pol, batch, deterministic, torch.Generator().manual_seed(3))
+            with torch.inference_mode():
+                explained = torch._dynamo.explain(pol._act)(batch, noise, deterministic, True)
+            assert explained.graph_break_count == 0, explained.break_reasons
+            assert explained.graph_count == 1
+
+
+@pytest.mark.parametrize("conflicts", CONFLICT_MODES)
+def test_acting_draws_its_noise_up_front(pair, conflicts):
+    """``act()`` with a generator equals the pass on noise drawn from the same seed, and the
+    noise has each draw's shape (the tie-breaks only where agents resolve conflicts by Bayes)."""
+    eager, _, obs = pair
+    torch.manual_seed(0)
+    pol = TapFingerPolicy(eager.spec, PolicyConfig(**TINY, conflicts=conflicts)).eval()
+    batch = pol.as_tensors(batch_of(obs[-5:]))
+    B, N, P = batch["pending_mask"].shape
+    for deterministic in (False, True):
+        a = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(11))
+        noise = _noise(pol, batch, deterministic, torch.Generator().manual_seed(11))
+        assert (noise.selection is None) == deterministic == (noise.allocation is None)
+        assert (noise.tie is None) == (conflicts != "bayes")
+        if not deterministic:
+            assert noise.selection.shape == (B, N, P) and noise.allocation.shape[:2] == (B, N)
+        with torch.inference_mode():
+            b = pol._act(batch, noise, deterministic, False)
+        assert torch.equal(a.action, b.action) and torch.equal(a.log_prob, b.log_prob)
+
+
+def test_sampling_without_noise_is_refused(pair):
+    eager, _, obs = pair
+    batch = eager.as_tensors(batch_of(obs[-2:]))
+    with torch.inference_mode(), pytest.raises(ValueError, match="selection noise"):
+        eager._joint_pass(batch, eager.encode(batch))
+    key = torch.tensor([[0, 0]])
+    free = torch.ones(1, 2, 2)
+    with pytest.raises(ValueError, match="tie-break draws must have shape"):
+        resolve_conflicts(key, torch.ones(1, 2), free, free, torch.ones(1, 2, dtype=torch.bool), tie=torch.rand(2))
