@@ -37,16 +37,21 @@ class AgentTransformerLayer(nn.Module):
         """``x (B, N, P, D)``; ``attend (B, N, P)`` bool, True = a key that may be attended to."""
         B, N, P, D = x.shape
         h = self.heads
-        q, k, v = self.qkv(x).reshape(B * N, P, 3, h, D // h).permute(2, 0, 3, 1, 4)  # 3 x (BN, h, P, d)
+        # q, k, v of every head as (BN, P, d) views of the projection: per-head products keep the
+        # projection's layout, where a (BN, h, P, d) layout costs permuting copies of all three
+        # and, in the backward, a stack plus a scattered copy of their gradients
+        parts = self.qkv(x).reshape(B * N, P, 3 * h, D // h).unbind(2)
         # explicit attention: for P ~ 10 it is several times cheaper than the fused CPU kernel.
         # The softmax runs over the keys laid out as (BN, key, h, query): on CPU a softmax over
         # a short innermost axis (P ~ 10) is ~4x slower, and over an axis with only P values
         # inside it (the (BN, h, key, query) layout) ~3x slower than over one with h * P
-        scores = torch.matmul(k, q.transpose(-1, -2)) * self.scale  # (BN, h, P keys, P queries)
-        scores = scores.transpose(1, 2).masked_fill(~attend.view(B * N, P, 1, 1), MASK_VALUE).contiguous()
-        weights = torch.softmax(scores, dim=1).permute(0, 2, 3, 1)  # (BN, h, P queries, P keys)
-        o = torch.matmul(weights, v).transpose(1, 2).reshape(B, N, P, D)
-        x = self.norm1(x + self.out(o))
+        scores = torch.stack(
+            [torch.bmm(parts[h + i].contiguous(), parts[i].contiguous().transpose(1, 2)) for i in range(h)], 2
+        )  # (BN, P keys, h, P queries)
+        scores = (scores * self.scale).masked_fill(~attend.view(B * N, P, 1, 1), MASK_VALUE)
+        weights = torch.softmax(scores, dim=1).unbind(2)  # per head (BN, P keys, P queries)
+        o = torch.cat([torch.bmm(weights[i].transpose(1, 2), parts[2 * h + i]) for i in range(h)], -1)
+        x = self.norm1(x + self.out(o.view(B, N, P, D)))
         return self.norm2(x + self.ff2(F.relu(self.ff1(x))))
 
 
