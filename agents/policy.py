@@ -643,7 +643,8 @@ class TapFingerPolicy(nn.Module):
         ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
         resolve conflicts between agents that picked the same task, then sample the allocation;
         the random draws (selection, conflict ties, allocation) are ``noise``
-        (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors). With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
+        (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors).
+        With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
         (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict,
         no tie draw) and blocked agents join the skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
