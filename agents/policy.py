@@ -252,7 +252,7 @@ def _gumbel(u: Tensor) -> Tensor:
 
 def _gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
     """A sample of ``softmax(logits)`` over the last axis by the Gumbel-max trick on uniforms ``u``."""
-    return (logits + _gumbel(u).to(logits.dtype)).argmax(-1)
+    return (logits + _gumbel(u)).argmax(-1)
 
 
 def _needs(noise: ActNoise | None, name: str) -> Tensor:
@@ -294,13 +294,11 @@ def _sequential_choice(
     """
     B, N, P = logits.shape
     sampling = chosen is None and not deterministic
-    if sampling and (noise is None or noise.selection is None or noise.allocation is None):
-        raise ValueError("sampling needs the selection and allocation noise (draw_act_noise)")
     # ordered: every per-agent input is put in choosing order once, the outputs back at the end
     to_pos = (lambda t: t) if order is None else (lambda t: _along_agents(t, order))
     logits, key, feasible, skip = to_pos(logits), to_pos(key), to_pos(feasible), to_pos(skip)
-    noise_sel = _gumbel(to_pos(noise.selection)).to(logits.dtype) if sampling else None
-    noise_alloc = _gumbel(to_pos(noise.allocation)) if sampling else None  # (B, N, A), by agent
+    noise_sel = _gumbel(to_pos(_needs(noise, "selection"))) if sampling else None
+    noise_alloc = _gumbel(to_pos(_needs(noise, "allocation"))) if sampling else None  # (B, N, A), by agent
     stored = None if chosen is None else to_pos(chosen)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
@@ -313,7 +311,7 @@ def _sequential_choice(
         else:
             slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
             al = alloc_logp(j if order is None else order[:, j], slot)
-            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j].to(al.dtype)).argmax(-1)
+            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
             allocs.append(alloc)
             alloc_logps.append(al)
         task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)
@@ -714,9 +712,7 @@ class TapFingerPolicy(nn.Module):
         """
         with torch.inference_mode():
             obs = self.as_tensors(obs)
-            B, N, P = obs["pending_mask"].shape
-            C1, G1 = self.alloc_dims
-            noise = draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device)
+            noise = self.draw_noise(obs, deterministic, generator)
             fn = self._compiled.get("act")
             out = (fn or self._act)(obs, noise, deterministic, with_value)
         return ActOutput(
@@ -724,6 +720,13 @@ class TapFingerPolicy(nn.Module):
             skip=out.skip.clone(), value=None if out.value is None else out.value.clone(),
             extra={k: None if v is None else v.clone() for k, v in out.extra.items()},
         )
+
+    def draw_noise(self, obs: Mapping[str, Tensor], deterministic: bool, generator: Generators) -> ActNoise:
+        """:func:`draw_act_noise` for one :meth:`act` on the batch ``obs`` (:meth:`as_tensors`
+        output) in this policy's conflict mode."""
+        B, N, P = obs["pending_mask"].shape
+        C1, G1 = self.alloc_dims
+        return draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device)
 
     def _act(self, obs: dict[str, Tensor], noise: ActNoise, deterministic: bool, with_value: bool) -> ActOutput:
         """The acting pass on :meth:`as_tensors` output and pre-drawn ``noise``: tensors in,

@@ -37,9 +37,9 @@ class AgentTransformerLayer(nn.Module):
         """``x (B, N, P, D)``; ``attend (B, N, P)`` bool, True = a key that may be attended to."""
         B, N, P, D = x.shape
         h = self.heads
-        # q, k, v of every head as (BN, P, d) views of the projection: per-head products keep the
-        # projection's layout, where a (BN, h, P, d) layout costs permuting copies of all three
-        # and, in the backward, a stack plus a scattered copy of their gradients
+        # q, k, v of every head as (BN, P, d) views of the projection, multiplied per head (q and
+        # k copied row by row for the product): a (BN, h, P, d) layout cost permuting copies of
+        # all three and, in the backward, a stack plus a scattered copy of their gradients
         parts = self.qkv(x).reshape(B * N, P, 3 * h, D // h).unbind(2)
         # explicit attention: for P ~ 10 it is several times cheaper than the fused CPU kernel.
         # The softmax runs over the keys laid out as (BN, key, h, query): on CPU a softmax over

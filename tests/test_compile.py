@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from agents.conflict import CONFLICT_MODES, resolve_conflicts
-from agents.policy import PolicyConfig, TapFingerPolicy, draw_act_noise
+from agents.policy import PolicyConfig, TapFingerPolicy
 from agents.train_config import COMPILE_MODES, TrainConfig
 from envs import load_scenario
 from envs.config import ConfigError
@@ -74,12 +74,6 @@ def test_bad_compile_modes_are_refused(pair):
         TrainConfig().apply({"compile": mode}).validate()
 
 
-def _noise(pol, obs, deterministic, generator):
-    B, N, P = obs["pending_mask"].shape
-    C1, G1 = pol.alloc_dims
-    return draw_act_noise((B, N, P, C1 * G1), pol.cfg.conflicts, deterministic, generator, pol.device)
-
-
 @pytest.mark.parametrize("conflicts", CONFLICT_MODES)
 def test_acting_traces_as_one_graph(pair, conflicts):
     """Acting whole (encoder, pointer, sampling, conflicts, allocation) has no graph break in
@@ -92,7 +86,7 @@ def test_acting_traces_as_one_graph(pair, conflicts):
     for rows in (obs[-1:], obs[-9:]):
         batch = pol.as_tensors(batch_of(rows))
         for deterministic in (False, True):
-            noise = _noise(pol, batch, deterministic, torch.Generator().manual_seed(3))
+            noise = pol.draw_noise(batch, deterministic, torch.Generator().manual_seed(3))
             with torch.inference_mode():
                 explained = torch._dynamo.explain(pol._act)(batch, noise, deterministic, True)
             assert explained.graph_break_count == 0, explained.break_reasons
@@ -110,7 +104,7 @@ def test_acting_draws_its_noise_up_front(pair, conflicts):
     B, N, P = batch["pending_mask"].shape
     for deterministic in (False, True):
         a = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(11))
-        noise = _noise(pol, batch, deterministic, torch.Generator().manual_seed(11))
+        noise = pol.draw_noise(batch, deterministic, torch.Generator().manual_seed(11))
         assert (noise.selection is None) == deterministic == (noise.allocation is None)
         assert (noise.tie is None) == (conflicts != "bayes")
         if not deterministic:
