@@ -14,7 +14,7 @@ against the machine's matmul peak, that says whether a key is bound by arithmeti
 
     python benchmarks/policy_latency.py [--json] [--threads 1] [--repeats 50] [--variant tapfinger]
         [--encoder auto|dense|pyg] [--conflicts bayes|sequential|room] [--faithful] [--big-threads 2] [--compile MODE]
-        [--precision float32|bfloat16] [--shards K]
+        [--precision float32|bfloat16] [--shards K] [policy.<field>=<value> ...]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
 torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
@@ -26,7 +26,9 @@ weights serve every N). ``--big-threads`` sets the torch threads of the large-ba
 adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation. ``--precision
 bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.precision`).
 ``--shards K`` runs the forward + backward keys on K row shards in parallel threads, one intra-op
-thread each (``train.shards``, :mod:`agents.shards`).
+thread each (``train.shards``, :mod:`agents.shards`). ``policy.<field>=<value>`` overrides are
+train.py's policy keys, applied last (``policy.hidden=64`` measures the size the shipped
+checkpoints use); the scenarios are fixed, so scenario and ``train.`` keys are refused.
 
 The last stdout line is one JSON object with every number, the same keys measured in process
 CPU time under ``cpu_time`` (robust to other processes competing for the cores; for CUDA
@@ -49,8 +51,9 @@ from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.precision import FLOAT32, PRECISIONS, autocast
 from agents.shards import run_sharded
-from agents.train_config import COMPILE_MODES
+from agents.train_config import COMPILE_MODES, split_overrides
 from envs import Simulator, load_scenario
+from envs.config import ConfigError
 from envs.observation import ObservationSpec, build_observation
 
 SIZES = {3: ("synthetic-3", []), 6: ("synthetic-6", []), 24: ("synthetic-6", ["num_clusters=24", "arrival_rate=16"])}
@@ -202,6 +205,16 @@ def bench_device(
     return res, cpu, flops
 
 
+def policy_with_overrides(base: PolicyConfig, overrides: list[str]) -> PolicyConfig:
+    """``base`` with ``policy.<field>=<value>`` overrides applied (typed and validated as train.py
+    does); any other key raises :class:`~envs.config.ConfigError`."""
+    split = split_overrides(overrides)
+    others = [*split.scenario, *(f"train.{k}" for k in split.train)]
+    if others:
+        raise ConfigError(f"only policy.<field>=<value> overrides apply here (the scenarios are fixed), got {others}")
+    return PolicyConfig.from_dict(base.to_dict(), split.policy)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -224,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="autocast of the policy's network passes (train.precision; default float32)")
     ap.add_argument("--shards", type=int, default=1,
                     help="row shards of the forward+backward keys, in parallel threads (train.shards; default 1)")
+    ap.add_argument("overrides", nargs="*", metavar="policy.<field>=<value>",
+                    help="policy settings, as train.py takes them (e.g. policy.hidden=64), applied last")
     args = ap.parse_args(argv)
     if (args.threads < 1 or args.repeats < 1 or args.warmup < 0 or args.shards < 1
             or (args.big_threads is not None and args.big_threads < 1)):
@@ -231,8 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(args.threads)
     runtime = {"encoder": args.encoder, "conflicts": args.conflicts}
-    cfg = (PolicyConfig.paper(args.variant, shared_actors=True, **runtime) if args.faithful
-           else PolicyConfig(variant=args.variant, **runtime))
+    base = (PolicyConfig.paper(args.variant, shared_actors=True, **runtime) if args.faithful
+            else PolicyConfig(variant=args.variant, **runtime))
+    try:
+        cfg = policy_with_overrides(base, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))

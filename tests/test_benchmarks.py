@@ -193,6 +193,21 @@ def test_policy_latency_sequential_conflicts(capsys):
     assert out["settings"]["policy"]["conflicts"] == "sequential" and out["cpu-N6"] > 0
 
 
+def test_policy_latency_takes_policy_overrides(capsys):
+    mod = bench("policy_latency")
+    tiny = ["policy.hidden=16", "policy.pointer_dim=16", "policy.pointer_ffn=16"]
+    assert mod.main(["--cpu-only", "--no-train", "--repeats", "1", "--warmup", "0", "--json", *tiny]) == 0
+    out = last_json(capsys.readouterr().out)
+    policy = out["settings"]["policy"]
+    assert (policy["hidden"], policy["pointer_dim"], policy["pointer_ffn"]) == (16, 16, 16)
+    # a smaller model does fewer matrix products per sample than the default's millions
+    assert out["flops"]["cpu-N6-b1024"] < 1.0
+    capsys.readouterr()
+    for bad in ("policy.bogus=1", "policy.hidden=63", "train.lr=0.1", "num_clusters=3", "policy.hidden"):
+        assert mod.main(["--cpu-only", bad]) == 2
+        assert "error:" in capsys.readouterr().err
+
+
 SPEED_TINY = ["--envs", "4", "--iterations", "1", "train.collect_steps=32", "train.batch_size=16",
               "policy.hidden=16", "policy.pointer_dim=16", "policy.pointer_ffn=16", "num_tasks=8"]
 
