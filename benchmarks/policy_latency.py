@@ -51,6 +51,7 @@ from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.precision import FLOAT32, PRECISIONS, autocast
 from agents.shards import run_sharded
+from agents.training import policy_config_from
 from agents.train_config import COMPILE_MODES, split_overrides
 from envs import Simulator, load_scenario
 from envs.config import ConfigError
@@ -206,13 +207,13 @@ def bench_device(
 
 
 def policy_with_overrides(base: PolicyConfig, overrides: list[str]) -> PolicyConfig:
-    """``base`` with ``policy.<field>=<value>`` overrides applied (typed and validated as train.py
-    does); any other key raises :class:`~envs.config.ConfigError`."""
+    """``base`` with ``policy.<field>=<value>`` overrides applied as train.py applies them
+    (:func:`~agents.training.policy_config_from`); any other key raises :class:`~envs.config.ConfigError`."""
     split = split_overrides(overrides)
     others = [*split.scenario, *(f"train.{k}" for k in split.train)]
     if others:
         raise ConfigError(f"only policy.<field>=<value> overrides apply here (the scenarios are fixed), got {others}")
-    return PolicyConfig.from_dict(base.to_dict(), split.policy)
+    return policy_config_from(base.to_dict(), split.policy)
 
 
 def main(argv: list[str] | None = None) -> int:

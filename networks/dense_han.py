@@ -201,7 +201,7 @@ def dense_conv(
     eye = torch.eye(H, dtype=xc.dtype, device=xc.device)
     # every attention-logit part of a node type in one thin matmul (no (rows, H, D) temporary)
     a_c = linear(xc, attention_matrix([ls[_KEYS["offers"]], ld[_KEYS["wants"]], ld[_KEYS["runs_on"]],
-                                     ls[_KEYS["to_hub"]]], eye)).view(B, N, 4, H)
+                                        ls[_KEYS["to_hub"]]], eye)).view(B, N, 4, H)
     a_p = linear(xp, attention_matrix([ld[_KEYS["offers"]], ls[_KEYS["wants"]]], eye))  # (pending rows, 2H)
 
     # cluster -offers-> pending: canonical slot s over the N clusters holding its task
