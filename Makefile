@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 
-.PHONY: install test demo bench bench-learning clean
+.PHONY: install test demo bench bench-learning reproduce clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,7 +43,7 @@ demo: $(STAMP)
 	      train.collect_steps=2048 train.eval_every=8192 train.eval_episodes=4 train.torch_threads=1 || exit $$?; \
 	  fi; \
 	fi; \
-	$(BIN)/python evaluate.py --scenario synthetic-3 --checkpoint $$ckpt --schedulers all --seeds 10 --policy-floor online \
+	$(BIN)/python evaluate.py --scenario synthetic-3 --checkpoint $$ckpt --schedulers all --seeds 10 \
 	  --out results/synthetic-3
 
 bench: $(STAMP)
@@ -51,6 +51,13 @@ bench: $(STAMP)
 
 bench-learning: $(STAMP)
 	$(BIN)/python benchmarks/learning.py
+
+# Train SEEDS seeds of a scenario's recipe (configs/$(SCENARIO).yaml) and write docs/results/:
+#   make reproduce SCENARIO=synthetic-3 SEEDS=3
+SCENARIO ?= synthetic-3
+SEEDS ?= 3
+reproduce: $(STAMP)
+	$(BIN)/python benchmarks/reproduce.py --config $(SCENARIO) --seeds $(SEEDS)
 
 clean:
 	rm -rf $(VENV) runs results .pytest_cache

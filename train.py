@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "policy variant, as policy.variant=v"))
     p.add_argument("--vector", choices=VECTOR_KINDS,
                    help=_choices_help(VECTOR_KIND_HELP, defaults.vector, "vector env"))
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved scenario, policy and train config as YAML and exit (nothing is trained)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars or status lines (bars are off anyway when stderr is not a terminal)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
@@ -96,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.quiet or not terminal:
             flags["progress"] = False  # tqdm bars leave escape codes in logs
         spec = prepare_run(args.config, args.overrides, flags=flags, variant=args.variant, resume=args.resume)
+        if args.print_config:
+            from agents.training import config_yaml
+
+            print(config_yaml(spec), end="")
+            return 0
         spec.eval_lines = True
         if not args.quiet and not terminal:
             spec.status_every_s = STATUS_EVERY_S

@@ -64,6 +64,8 @@ DEVICE_HELP = {
     "cuda": "the CUDA device (an error when there is none)",
 }
 DEVICES = tuple(DEVICE_HELP)
+#: the two variants of a scenario (``train.train_scenario``, ``train.eval_scenario``): the YAML's
+#: own settings, or those with its ``eval_overrides`` applied (test-bed: larger clusters, lower load)
 EVAL_SCENARIOS = ("train", "eval")
 #: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,
 #: the default of ``evaluate.py --policy-action``): the most likely joint action, or a sample
@@ -136,6 +138,8 @@ class TrainConfig(ConfigSection):
     imitate_lr: float = 1e-3  # Adam learning rate of behaviour cloning
     # -- or a warm start from trained weights (transfer: e.g. a model trained at N = 3 fine-tuned at N = 6)
     init_from: str | None = None  # policy checkpoint whose weights (and return scaling) start a new run
+    # -- what trains
+    train_scenario: str = "train"  # "train": the YAML's own settings; "eval": its eval_overrides variant
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     collect_episodes: int | None = None  # or whole episodes per update (reference: = envs)
@@ -193,6 +197,7 @@ class TrainConfig(ConfigSection):
              f"eval_seed must keep evaluation seeds below {TRAIN_SEED_MIN} (training seeds start there), "
              "got eval_seed {eval_seed} with eval_episodes {eval_episodes}"),
         one_of("eval_scenario", EVAL_SCENARIOS),
+        one_of("train_scenario", EVAL_SCENARIOS),
         one_of("eval_action", EVAL_ACTIONS),
         rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),
         at_least("imitate_episodes", 1),

@@ -195,10 +195,28 @@ def available_scenarios() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml") if not p.stem.startswith("_"))
 
 
-def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[str, Any] = ()) -> ScenarioConfig:
-    """Load a scenario by name (``synthetic-3``) or YAML path, then apply overrides."""
+#: sections of a scenario YAML that are not the scenario: the training recipe (``train:``, read by
+#: :class:`agents.train_config.TrainConfig`) and the network (``policy:``, ``agents.policy.PolicyConfig``)
+RECIPE_SECTIONS = ("policy", "train")
+
+
+def split_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any], dict[str, dict[str, Any]]]:
+    """A scenario YAML's path, its scenario mapping (``name`` defaulting to the file's stem) and its
+    :data:`RECIPE_SECTIONS` (each a mapping, empty when absent)."""
     path, raw = read_scenario_yaml(name_or_path)
+    sections = {}
+    for key in RECIPE_SECTIONS:
+        section = raw.pop(key, None) or {}
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: the '{key}' section must be a mapping")
+        sections[key] = section
     raw.setdefault("name", path.stem)
+    return path, raw, sections
+
+
+def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[str, Any] = ()) -> ScenarioConfig:
+    """Load a scenario by name (``synthetic-3``) or YAML path (its recipe sections set aside), then apply overrides."""
+    _, raw, _ = split_scenario_yaml(name_or_path)
     apply_overrides(raw, overrides)
     return from_dict(raw)
 

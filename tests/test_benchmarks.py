@@ -216,8 +216,12 @@ def test_training_speed_reports_rates(capsys):
     mod = bench("training_speed")
     assert mod.main(["--json", *SPEED_TINY]) == 0
     out = last_json(capsys.readouterr().out)
-    assert out["collect_steps"] == 32 and out["batch_size"] == 16 and out["repeat"] == 2
-    assert out["precision"] == "float32" and out["old_stats"] == "recompute" and out["malloc"] == "keep"
+    from agents.training import prepare_run
+
+    recipe = prepare_run(out["scenario"]).train  # the run is train.py's: the scenario's recipe, then the overrides
+    assert out["collect_steps"] == 32 and out["batch_size"] == 16 and out["repeat"] == 2  # the benchmark's own
+    assert out["precision"] == recipe.precision and out["old_stats"] == recipe.old_stats
+    assert out["malloc"] == recipe.malloc
     assert out["env_steps_per_s"] > 0 and out["collect_steps_per_s"] > out["env_steps_per_s"]
     assert out["update_samples_per_s"] > 0
 

@@ -113,8 +113,9 @@ def test_max_steps_only_with_curves(tmp_path, capsys):
 
 
 def test_validation_uses_the_eval_variant(tmp_path):
-    spec = prepare_run("testbed-3", ["num_tasks=12", "train.eval_scenario=eval", "train.eval_seed=500",
-                                     "train.eval_episodes=3", "train.run_name=tb"], flags={"logdir": str(tmp_path)})
+    spec = prepare_run("testbed-3", ["num_tasks=12", "train.train_scenario=train", "train.eval_scenario=eval",
+                                     "train.eval_seed=500", "train.eval_episodes=3", "train.run_name=tb"],
+                       flags={"logdir": str(tmp_path)})
     write_config(spec)
     v = read_validation(spec.run_dir)
     assert v.scenario == evaluation_scenario(spec.scenario, spec.train) != spec.scenario

@@ -166,3 +166,27 @@ def test_an_online_floor_is_marked_and_not_held_to_the_oracles(tmp_path):
     assert "must beat that one too" not in target_text(online, "tapfinger")
     with pytest.raises(ConfigError, match="start floor must be one of"):
         resolve_schedulers("optimus", [str(ckpt)], cfg, policy_floor="oracle")
+
+
+def test_every_scheduler_runs_each_seeds_own_workload(evaluation):
+    """Common random numbers, checked against the source: every scheduler's tasks on seed s (the
+    policy's included) are the workload drawn from s itself (arrival step and type of every task,
+    a placement only on a cluster the task can reach), not merely the same as each other's."""
+    from envs.workload import generate_workload, rng_streams
+
+    run, _ = evaluation
+    assert run.policy_names == ["tapfinger"] and len(run.results) == 6
+    for seed_index, seed in enumerate(SEEDS):
+        workload = generate_workload(run.cfg, rng_streams(seed))
+        assert len(run.bound[seed_index]) == workload.num_tasks
+        for name, results in run.results.items():
+            rec = results[seed_index].records
+            assert results[seed_index].seed == seed
+            assert len(rec["arrival"]) == workload.num_tasks, name  # every task arrived (no truncation)
+            np.testing.assert_array_equal(rec["arrival"], workload.arrival, err_msg=name)
+            np.testing.assert_array_equal(rec["type"], workload.task_type, err_msg=name)
+            placed = rec["cluster"] >= 0
+            assert placed.all(), name
+            assert workload.eligible[np.arange(workload.num_tasks), rec["cluster"]].all(), name
+    other = generate_workload(run.cfg, rng_streams(SEEDS[0] + 1))
+    assert not np.array_equal(other.arrival, generate_workload(run.cfg, rng_streams(SEEDS[0])).arrival)

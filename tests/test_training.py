@@ -31,7 +31,7 @@ from envs.config import ConfigError, load_scenario, to_dict
 TINY = ["num_tasks=12", "policy.hidden=16", "policy.han_layers=1", "policy.pointer_layers=1", "policy.pointer_ffn=32"]
 FAST = [
     "train.collect_steps=40", "train.batch_size=16", "train.eval_episodes=1", "train.eval_every=40",
-    "train.torch_threads=1", "train.progress=false", "train.max_batchsize=256",
+    "train.torch_threads=1", "train.progress=false", "train.max_batchsize=256", "train.repeat=2",
 ]
 
 
@@ -52,7 +52,7 @@ def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def smoke_run(tmp_path_factory: pytest.TempPathFactory):
     """One short training run (2 evaluations) shared by the smoke and resume tests."""
     tmp = tmp_path_factory.mktemp("smoke")
-    spec = _spec(tmp, "train.run_name=smoke", steps=80)
+    spec = _spec(tmp, "train.run_name=smoke", "train.gamma=null", steps=80)  # multi mode's own gamma
     result = run_training(spec)
     return spec, result
 

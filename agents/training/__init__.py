@@ -50,6 +50,7 @@ from .envs import (
     ray_available,
     require_ray,
     training_envs,
+    training_scenario,
     vector_kind,
 )
 from .logger import EVAL_MEAN_JCT_TAG, TENSORBOARD_KEEP
@@ -60,6 +61,7 @@ from .run_spec import (
     CONFIG_FILE,
     RunSpec,
     check_environment,
+    config_yaml,
     check_scenario,
     configure_process,
     default_run_name,
@@ -67,6 +69,7 @@ from .run_spec import (
     prepare_run,
     read_scenario_file,
     resolve_device,
+    resolved_config,
     write_config,
 )
 from .stats import SchedulingCollectStats, evaluation_score
@@ -96,6 +99,7 @@ __all__ = [
     "build_vector_env",
     "check_environment",
     "check_scenario",
+    "config_yaml",
     "configure_process",
     "default_run_name",
     "evaluation_envs",
@@ -110,6 +114,7 @@ __all__ = [
     "ray_available",
     "read_scenario_file",
     "require_ray",
+    "resolved_config",
     "resolve_device",
     "rng_state",
     "run_training",
@@ -117,6 +122,7 @@ __all__ = [
     "seed_everything",
     "set_rng_state",
     "training_envs",
+    "training_scenario",
     "vector_kind",
     "warm_start",
     "write_config",

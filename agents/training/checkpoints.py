@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 LAST = "last.pt"
 BEST = "best.pt"
+#: the run's summary (env steps, wall time, device, best validation), written when a process ends
+RESULT_FILE = "result.json"
 #: keys this package adds to the policy checkpoint
 CKPT_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
 

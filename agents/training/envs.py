@@ -150,7 +150,14 @@ def batched_vector_env(
     return ShardedBatchVectorEnv(scenario, num_envs, workers, "process", seed_keys=seed_keys, fixed_seeds=fixed_seeds)
 
 
+def training_scenario(scenario: ScenarioConfig, train: TrainConfig) -> ScenarioConfig:
+    """The variant a run trains on (``train.train_scenario``): the YAML's own settings, or its
+    ``eval_overrides`` applied (the result has none left, so applying it again changes nothing)."""
+    return scenario.for_evaluation() if train.train_scenario == "eval" else scenario
+
+
 def evaluation_scenario(scenario: ScenarioConfig, train: TrainConfig) -> ScenarioConfig:
+    """The variant a run validates on (``train.eval_scenario``)."""
     return scenario.for_evaluation() if train.eval_scenario == "eval" else scenario
 
 

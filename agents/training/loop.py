@@ -25,7 +25,7 @@ from envs.observation import ObservationSpec
 
 from ..train_config import ARGMAX
 from ..vector_env import BatchCollector, BatchedReplayBuffer
-from .checkpoints import BEST, LAST, restore
+from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .envs import evaluation_envs, training_envs
 from .logger import RunLogger
 from .rng import seed_everything, set_rng_state
@@ -57,6 +57,8 @@ class TrainResult:
     interrupted: bool
     wall_s: float
     best_env_step: int | None = None  # env step of the evaluation that gave best.pt (0: the untrained model)
+    total_wall_s: float | None = None  # wall time over every process of the run (resumes added up)
+    device: str = "cpu"
 
 
 class TrainingInterrupted(Exception):
@@ -97,7 +99,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
         cleanup.callback(writer.close)
         if warm is not None:
             log_warm_start(writer, warm)
-        session = Session(spec, algorithm, net, writer)
+        session = Session(spec, algorithm, net, writer, started=start)
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
@@ -238,7 +240,7 @@ def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) ->
     """Save ``last.pt`` and summarise the run."""
     last = session.save(LAST)
     best = spec.run_dir / BEST
-    return TrainResult(
+    result = TrainResult(
         run_dir=spec.run_dir,
         env_steps=session.env_step(),
         gradient_steps=int(session.algorithm.gradient_steps),
@@ -250,7 +252,36 @@ def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) ->
         interrupted=interrupted,
         wall_s=time.perf_counter() - start,
         best_env_step=session.best_env_step,
+        total_wall_s=session.wall_s(),
+        device=str(next(session.net.parameters()).device),
     )
+    write_result(spec, result)
+    return result
+
+
+def write_result(spec: RunSpec, result: TrainResult) -> Path:
+    """``result.json`` in the run directory: what the run did so far (rewritten by every process
+    of the run; ``finished`` once the planned env steps are done)."""
+    from ..evaluation.summary import write_json
+
+    planned = spec.train.planned_env_steps()
+    wall = result.total_wall_s or result.wall_s
+    doc = {
+        "scenario": spec.scenario.name,
+        "seed": spec.train.seed,
+        "device": result.device,
+        "env_steps": result.env_steps,
+        "planned_env_steps": planned,
+        "finished": bool(not result.interrupted and (planned is None or result.env_steps >= planned)),
+        "wall_s": round(wall, 1),
+        "env_steps_per_s": round(result.env_steps / wall, 1) if wall > 0 else None,
+        "gradient_steps": result.gradient_steps,
+        "best_mean_jct": result.best_mean_jct,
+        "best_env_step": result.best_env_step,
+        "restarts": spec.restarts,
+        "torch": str(torch.__version__),
+    }
+    return write_json(spec.run_dir / RESULT_FILE, doc)
 
 
 def _close_quietly(venv: VectorEnv) -> None:

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import torch
 import yaml
 
-from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, read_scenario_yaml, to_dict
+from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, split_scenario_yaml, to_dict
 
 from ..allocator import configure_allocator
 from ..train_config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
 from .checkpoints import load_checkpoint
-from .envs import evaluation_scenario, require_ray, vector_kind
+from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
 
 if TYPE_CHECKING:
     from ..policy import PolicyConfig
@@ -67,13 +67,8 @@ def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]
 
 def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """A scenario YAML (path or name in ``configs/``) split into (scenario, policy, train) dicts."""
-    path, raw = read_scenario_yaml(path_or_name)
-    policy = raw.pop("policy", None) or {}
-    train = raw.pop("train", None) or {}
-    if not isinstance(policy, dict) or not isinstance(train, dict):
-        raise ConfigError(f"{path}: 'policy' and 'train' sections must be mappings")
-    raw.setdefault("name", path.stem)
-    return raw, policy, train
+    _, raw, sections = split_scenario_yaml(path_or_name)
+    return raw, sections["policy"], sections["train"]
 
 
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -141,7 +136,6 @@ def prepare_run(
     else:
         raise ConfigError("--config is required (a scenario name or YAML path) unless --resume is given")
     apply_overrides(scen_raw, split.scenario)
-    scenario = from_dict(scen_raw)
 
     pol_values = {**pol_yaml, **split.policy}
     if variant is not None:
@@ -154,6 +148,7 @@ def prepare_run(
     apply_train_values(train, flags)
     apply_train_values(train, split.train)
     train.validate()
+    scenario = training_scenario(from_dict(scen_raw), train)
     check_scenario(scenario, train)
 
     if ckpt is not None:
@@ -209,13 +204,22 @@ def check_environment(spec: RunSpec) -> torch.device:
     return device
 
 
+def resolved_config(spec: RunSpec) -> dict[str, Any]:
+    """The run's resolved ``scenario``, ``policy`` and ``train`` sections as plain values (what
+    ``config.yaml`` and every checkpoint hold, and ``train.py --print-config`` prints)."""
+    return {"scenario": to_dict(spec.scenario), "policy": spec.policy.to_dict(), "train": spec.train.to_dict()}
+
+
+def config_yaml(spec: RunSpec) -> str:
+    """:func:`resolved_config` as YAML."""
+    return yaml.safe_dump(resolved_config(spec), sort_keys=False)
+
+
 def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
-    """Write the resolved ``config.yaml`` of the run (scenario, policy, train)."""
+    """Write the resolved ``config.yaml`` of the run (scenario, policy, train, and a ``meta`` section)."""
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     doc = {
-        "scenario": to_dict(spec.scenario),
-        "policy": spec.policy.to_dict(),
-        "train": spec.train.to_dict(),
+        **resolved_config(spec),
         "meta": {
             "gamma": spec.train.resolved_gamma(spec.scenario.mode),
             "vector": vector_kind(spec.train),

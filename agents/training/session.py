@@ -41,7 +41,8 @@ class Session:
     """State shared by the trainer callbacks of one run (:meth:`save_checkpoint_fn`,
     :meth:`training_fn`, :meth:`compute_score_fn`, :meth:`save_best_fn`)."""
 
-    def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter) -> None:
+    def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
+                 started: float | None = None) -> None:
         self.spec = spec
         self.algorithm = algorithm
         self.net = net
@@ -56,6 +57,9 @@ class Session:
         self.last_score = -math.inf
         self.last_mean_jct: float | None = None
         self.last_save_env_step = int(counters.get("env_step", 0))
+        #: wall-clock seconds of the run's earlier processes (resumes add theirs up)
+        self.wall_before = float(counters.get("wall_s", 0.0))
+        self.started = time.perf_counter() if started is None else started  # this process's start
         self._tick: tuple[float, int] | None = None
         self._status_at = time.perf_counter()
         self.last_rate: float | None = None
@@ -90,7 +94,12 @@ class Session:
             "best_score": float(self.best_score),
             "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
             "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
+            "wall_s": self.wall_s(),
         }
+
+    def wall_s(self) -> float:
+        """Wall-clock seconds of the run so far, over all its processes (start-up included)."""
+        return self.wall_before + time.perf_counter() - self.started
 
     def save(self, name: str, env_step: int | None = None, epoch: int | None = None) -> Path:
         path = self.spec.run_dir / name

@@ -1,0 +1,420 @@
+"""Reproduction results: a recipe's training seeds on the held-out range, as generated files.
+
+``benchmarks/reproduce.py`` trains K seeds of a scenario's recipe (``configs/<scenario>.yaml``);
+this module evaluates each seed's ``best.pt`` against every baseline on the held-out workloads
+:func:`report_seeds` (fixed once, used only to report: validation workloads ``10_000 + j``
+choose ``best.pt``) and writes, under the results directory (``docs/results/``):
+
+* ``<scenario>.csv`` -- one row per training seed (:data:`CSV_FIELDS`);
+* ``<scenario>.json`` -- the same rows plus the baselines, the verdicts and the command;
+* ``<scenario>.md`` -- the table, the mean ± sd over seeds and the verdicts;
+* ``<scenario>.png`` -- every seed's validation curve with the baselines' lines;
+* ``README.md`` -- one row per scenario that has a ``<scenario>.json`` (:func:`write_index`).
+
+Comparisons are paired by workload seed (every scheduler runs the same workloads): per training
+seed, the paired difference of per-workload mean JCTs against the best non-oracle and the best
+oracle baseline (lowest held-out mean, :func:`~agents.evaluation.summary.target_check`) with its
+95% t-interval; over seeds, the same for the per-workload mean over the training seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from envs.config import ScenarioConfig
+
+from .runner import REPORT_SEED_OFFSET, REPORT_SEEDS, EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
+from .summary import (
+    BOUND_RATIO_TARGET,
+    json_safe,
+    paired_from_means,
+    per_seed_means,
+    scheduler_stats,
+    target_check,
+    write_json,
+)
+
+#: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (issue target)
+SEED_SPREAD_TARGET = 0.05
+#: validation baseline a run must beat (the sample-efficiency figure: env steps until it did)
+VALIDATION_RIVAL = "optimus"
+#: validation baselines drawn beside the curves
+VALIDATION_BASELINES = "optimus,optimus:preemptive=false"
+#: one row per training seed, in this order
+CSV_FIELDS = (
+    "seed", "env_steps", "wall_s", "device", "env_steps_per_s", "best_env_step", "validation_best",
+    "steps_to_beat_optimus", "heldout_mean_jct", "heldout_ci95", "best_non_oracle", "non_oracle_mean_jct",
+    "diff_non_oracle", "diff_non_oracle_lo", "diff_non_oracle_hi", "best_oracle", "oracle_mean_jct", "diff_oracle",
+    "diff_oracle_lo", "diff_oracle_hi", "bound_ratio",
+)
+
+
+def report_seeds(count: int = REPORT_SEEDS) -> list[int]:
+    """The first ``count`` workload seeds of the held-out range (all of it by default)."""
+    if not 1 <= count <= REPORT_SEEDS:
+        raise ValueError(f"the held-out range has {REPORT_SEEDS} seeds; asked for {count}")
+    return list(range(REPORT_SEED_OFFSET, REPORT_SEED_OFFSET + count))
+
+
+@dataclass
+class SeedRow:
+    """What one training seed of a recipe gave (the CSV row)."""
+
+    seed: int
+    env_steps: int
+    wall_s: float
+    device: str
+    env_steps_per_s: float | None
+    best_env_step: int | None
+    validation_best: float | None
+    steps_to_beat_optimus: int | None
+    heldout_mean_jct: float | None
+    heldout_ci95: float | None
+    best_non_oracle: str | None
+    non_oracle_mean_jct: float | None
+    diff_non_oracle: float | None
+    diff_non_oracle_lo: float | None
+    diff_non_oracle_hi: float | None
+    best_oracle: str | None
+    oracle_mean_jct: float | None
+    diff_oracle: float | None
+    diff_oracle_lo: float | None
+    diff_oracle_hi: float | None
+    bound_ratio: float | None
+
+    @property
+    def beats_non_oracle(self) -> bool:
+        """The paired 95% interval against the best non-oracle baseline lies below zero."""
+        return self.diff_non_oracle_hi is not None and self.diff_non_oracle_hi < 0.0
+
+
+@dataclass
+class RecipeResults:
+    """Everything ``<scenario>.json`` holds."""
+
+    scenario: str
+    command: str
+    heldout_seeds: list[int]
+    validation_seeds: list[int]
+    rows: list[SeedRow]
+    baselines: dict[str, dict[str, Any]]  # held out: mean_jct, ci95, oracle
+    bound: float
+    validation_baselines: dict[str, float | None]
+    over_seeds: dict[str, Any] = field(default_factory=dict)
+    recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections
+
+
+# ---------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------
+def seed_name(seed: int) -> str:
+    """A training seed's scheduler name in the evaluation (``tapfinger-s0``)."""
+    return f"tapfinger-s{seed}"
+
+
+def evaluate_seeds(
+    cfg: ScenarioConfig, checkpoints: Mapping[int, Path], baselines: Sequence[SchedulerSpec], seeds: Sequence[int],
+    workers: int = 1, device: str = "cpu", progress: bool = False,
+) -> EvaluationRun:
+    """Every baseline and every training seed's checkpoint on the same workload ``seeds``."""
+    specs = list(baselines)
+    for seed, path in checkpoints.items():
+        info = check_checkpoint(path, cfg)
+        specs.append(SchedulerSpec(name=seed_name(seed), checkpoint=str(path), variant=info["variant"],
+                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
+    return run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress)
+
+
+def mean_bound(run: EvaluationRun) -> float:
+    """The pooled mean of every task's fastest possible JCT (the ``bound`` row)."""
+    return float(np.concatenate(run.bound).astype(np.float64).mean())
+
+
+def _interval(paired: Mapping[str, Any] | None) -> tuple[float | None, float | None, float | None]:
+    if paired is None:
+        return None, None, None
+    lo, hi = paired["ci95"]
+    return paired["mean_diff"], lo, hi
+
+
+def policy_verdict(run: EvaluationRun, name: str, policy_means: np.ndarray | None = None) -> dict[str, Any]:
+    """:func:`~agents.evaluation.summary.target_check` of one policy (``name``, or the per-workload
+    means ``policy_means`` under that name) against the run's baselines, with its paired entries."""
+    baselines = [s for s in run.specs if not s.is_policy]
+    stats = {s.name: scheduler_stats(run.results[s.name]) for s in baselines}
+    means = per_seed_means(run.results[name]) if policy_means is None else policy_means
+    finite = means[np.isfinite(means)]
+    stats[name] = {"mean_jct": float(finite.mean()) if finite.size else None}
+    paired = {s.name: paired_from_means(means, per_seed_means(run.results[s.name])) for s in baselines}
+    oracle = [s.name for s in baselines if s.is_oracle]
+    target = target_check(stats, paired, oracle, name, mean_bound(run))
+    return {"target": target, "paired": paired, "stats": stats}
+
+
+def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validation: Mapping[str, Any]) -> SeedRow:
+    """The CSV row of training seed ``seed``: its run's ``result.json`` (``training``), its
+    validation curve summary (``validation``) and its held-out comparison in ``run``."""
+    name = seed_name(seed)
+    verdict = policy_verdict(run, name)
+    target, paired, stats = verdict["target"], verdict["paired"], verdict["stats"]
+    means = per_seed_means(run.results[name])
+    finite = means[np.isfinite(means)]
+    ci = None
+    if finite.size > 1:
+        from .summary import mean_halfwidth
+
+        ci = mean_halfwidth(finite)[1]
+    on, oo = target["best_non_oracle"], target["best_oracle"]
+    d_on, lo_on, hi_on = _interval(paired.get(on) if on else None)
+    d_or, lo_or, hi_or = _interval(paired.get(oo) if oo else None)
+    return SeedRow(
+        seed=seed,
+        env_steps=int(training.get("env_steps", 0)),
+        wall_s=float(training.get("wall_s", math.nan)),
+        device=str(training.get("device", "")),
+        env_steps_per_s=training.get("env_steps_per_s"),
+        best_env_step=training.get("best_env_step"),
+        validation_best=validation.get("best"),
+        steps_to_beat_optimus=validation.get("steps_to_beat"),
+        heldout_mean_jct=stats[name]["mean_jct"],
+        heldout_ci95=ci,
+        best_non_oracle=on,
+        non_oracle_mean_jct=stats[on]["mean_jct"] if on else None,
+        diff_non_oracle=d_on, diff_non_oracle_lo=lo_on, diff_non_oracle_hi=hi_on,
+        best_oracle=oo,
+        oracle_mean_jct=stats[oo]["mean_jct"] if oo else None,
+        diff_oracle=d_or, diff_oracle_lo=lo_or, diff_oracle_hi=hi_or,
+        bound_ratio=target["bound_ratio"],
+    )
+
+
+def over_seeds(run: EvaluationRun, seeds: Sequence[int]) -> dict[str, Any]:
+    """The recipe over its training seeds: mean and sd of the seeds' held-out mean JCTs, and the
+    paired comparison of the per-workload mean over seeds with the best baselines."""
+    per_seed = np.array([per_seed_means(run.results[seed_name(s)]) for s in seeds])  # (seeds, workloads)
+    jcts = np.nanmean(per_seed, axis=1)
+    mean = float(np.mean(jcts))
+    sd = float(np.std(jcts, ddof=1)) if len(jcts) > 1 else None
+    verdict = policy_verdict(run, "tapfinger (mean over seeds)", np.nanmean(per_seed, axis=0))
+    target = verdict["target"]
+    on, oo = target["best_non_oracle"], target["best_oracle"]
+    return {
+        "seeds": list(seeds),
+        "mean_jct": mean,
+        "sd": sd,
+        "sd_over_mean": None if sd is None else sd / mean,
+        "best_non_oracle": on,
+        "vs_non_oracle": verdict["paired"].get(on) if on else None,
+        "best_oracle": oo,
+        "vs_oracle": verdict["paired"].get(oo) if oo else None,
+        "bound_ratio": target["bound_ratio"],
+    }
+
+
+def baseline_table(run: EvaluationRun) -> dict[str, dict[str, Any]]:
+    """Held-out mean JCT and 95% interval of every baseline (lowest first)."""
+    out = {}
+    for spec in run.specs:
+        if spec.is_policy:
+            continue
+        stats = scheduler_stats(run.results[spec.name])
+        out[spec.name] = {"mean_jct": stats["mean_jct"], "ci95": stats["ci95"], "oracle": spec.is_oracle}
+    return dict(sorted(out.items(), key=lambda kv: math.inf if kv[1]["mean_jct"] is None else kv[1]["mean_jct"]))
+
+
+def steps_to_beat(points: Sequence[tuple[int, float]], rival: float | None) -> int | None:
+    """The env step of the first validation point below ``rival`` (None: never, or no rival)."""
+    if rival is None:
+        return None
+    for step, value in points:
+        if value < rival:
+            return int(step)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts
+# ---------------------------------------------------------------------------------------
+def verdicts(results: RecipeResults) -> list[tuple[str, bool | None, str]]:
+    """The issue's targets on this scenario: ``(what, met, evidence)``."""
+    o = results.over_seeds
+    rows = results.rows
+    out: list[tuple[str, bool | None, str]] = []
+    vs = o.get("vs_non_oracle")
+    if vs is not None:
+        hi = vs["ci95"][1]
+        out.append((f"mean over seeds beats the best non-oracle baseline ({o['best_non_oracle']})",
+                    None if hi is None else bool(hi < 0),
+                    f"paired Δ {_fmt(vs['mean_diff'])} [{_fmt(vs['ci95'][0])}, {_fmt(hi)}]"))
+    wins = sum(r.beats_non_oracle for r in rows)
+    out.append(("every seed's paired 95% interval against it lies below zero", wins == len(rows),
+                f"{wins} of {len(rows)} seeds"))
+    if o.get("sd_over_mean") is not None:
+        out.append((f"seeds agree: sd over seeds ≤ {SEED_SPREAD_TARGET:.0%} of the mean",
+                    bool(o["sd_over_mean"] <= SEED_SPREAD_TARGET), f"sd {_fmt(o['sd'], 3)} = {o['sd_over_mean']:.1%}"))
+    ratio = o.get("bound_ratio")
+    if ratio is not None:
+        out.append((f"within {BOUND_RATIO_TARGET}× the bound", bool(ratio <= BOUND_RATIO_TARGET), f"{ratio:.3f}×"))
+    beat = [r.steps_to_beat_optimus for r in rows]
+    out.append((f"every seed beats {VALIDATION_RIVAL} on validation", all(b is not None for b in beat),
+                ", ".join(f"s{r.seed}: " + ("never" if b is None else f"{b:,} steps") for r, b in zip(rows, beat))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def _signed(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.2f}"
+
+
+def _interval_text(d: float | None, lo: float | None, hi: float | None) -> str:
+    return "n/a" if d is None else f"{_signed(d)} [{_signed(lo)}, {_signed(hi)}]"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def write_csv(path: Path, rows: Sequence[SeedRow]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_FIELDS)
+        for row in rows:
+            d = asdict(row)
+            writer.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k])
+                             for k in CSV_FIELDS])
+    return path
+
+
+def scenario_markdown(results: RecipeResults) -> str:
+    """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines, the verdicts."""
+    r = results
+    seeds = r.heldout_seeds
+    lines = [
+        f"# {r.scenario}: the recipe over {len(r.rows)} training seed(s)",
+        "",
+        "Generated by",
+        "",
+        f"    {r.command}",
+        "",
+        f"Held-out workloads {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, only reported); each seed's `best.pt` was "
+        f"chosen on the validation workloads {r.validation_seeds[0]}..{r.validation_seeds[-1]}. Mean JCT in real "
+        "steps; paired Δ = policy − baseline per workload, mean and 95% t-interval (below zero: the policy is faster).",
+        "",
+        "| seed | env steps | wall time | device | env steps/s | best at | validation best | beat optimus (validation) "
+        "| held-out mean JCT | vs best non-oracle | vs best oracle | × bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in r.rows:
+        beat = "never" if row.steps_to_beat_optimus is None else f"{row.steps_to_beat_optimus:,}"
+        lines.append(
+            f"| {row.seed} | {row.env_steps:,} | {_duration(row.wall_s)} | {row.device} | {_fmt(row.env_steps_per_s, 0)} "
+            f"| {'n/a' if row.best_env_step is None else f'{row.best_env_step:,}'} | {_fmt(row.validation_best, 3)} "
+            f"| {beat} | {_fmt(row.heldout_mean_jct)} ± {_fmt(row.heldout_ci95)} "
+            f"| {row.best_non_oracle} {_interval_text(row.diff_non_oracle, row.diff_non_oracle_lo, row.diff_non_oracle_hi)} "
+            f"| {row.best_oracle} {_interval_text(row.diff_oracle, row.diff_oracle_lo, row.diff_oracle_hi)} "
+            f"| {_fmt(row.bound_ratio, 3)} |")
+    o = r.over_seeds
+    sd = "n/a" if o.get("sd") is None else f"{o['sd']:.3f}"
+    lines += ["", f"**Over seeds:** mean {_fmt(o.get('mean_jct'), 3)}, sd {sd}."]
+    for key, name_key in (("vs_non_oracle", "best_non_oracle"), ("vs_oracle", "best_oracle")):
+        vs = o.get(key)
+        if vs is not None:
+            lines.append(f"Per-workload mean over seeds against {o[name_key]}: paired Δ "
+                         f"{_interval_text(vs['mean_diff'], *vs['ci95'])}.")
+    lines += ["", "| target | met | evidence |", "|---|---|---|"]
+    for what, met, evidence in verdicts(r):
+        lines.append(f"| {what} | {'n/a' if met is None else ('**yes**' if met else 'no')} | {evidence} |")
+    lines += ["", f"Baselines on the same held-out workloads (bound {r.bound:.3f}):", "",
+              "| scheduler | mean JCT ± 95% CI |", "|---|---|"]
+    for name, b in r.baselines.items():
+        tag = " (oracle)" if b["oracle"] else ""
+        ci = b["ci95"]
+        half = None if ci[0] is None else (ci[1] - ci[0]) / 2
+        lines.append(f"| {name}{tag} | {_fmt(b['mean_jct'])} ± {_fmt(half)} |")
+    vb = ", ".join(f"{k} {_fmt(v, 3)}" for k, v in r.validation_baselines.items())
+    lines += ["", f"Validation curves: [{r.scenario}.png]({r.scenario}.png) (baselines on the validation workloads: {vb}).",
+              ""]
+    return "\n".join(lines)
+
+
+def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
+    """``<scenario>.csv``, ``.json`` and ``.md`` under ``out`` (the PNG is drawn by the caller)."""
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / results.scenario
+    paths = [write_csv(base.with_suffix(".csv"), results.rows)]
+    doc = asdict(results)
+    paths.append(write_json(base.with_suffix(".json"), json_safe(doc)))
+    md = base.with_suffix(".md")
+    md.write_text(scenario_markdown(results))
+    paths.append(md)
+    return paths
+
+
+def read_results(path: Path) -> RecipeResults:
+    """A ``<scenario>.json`` written by :func:`write_scenario_results`."""
+    import json
+
+    doc = json.loads(path.read_text())
+    doc["rows"] = [SeedRow(**row) for row in doc["rows"]]
+    return RecipeResults(**doc)
+
+
+def index_markdown(entries: Sequence[RecipeResults], command: str) -> str:
+    """``README.md`` of the results directory: one row per scenario."""
+    lines = [
+        "# Results: the paper's method, trained from each scenario's recipe",
+        "",
+        "Each row is written by `benchmarks/reproduce.py` (the command heading each scenario's page; this index by",
+        "",
+        f"    {command}",
+        "",
+        "). Held-out workloads only report; each seed's `best.pt` was chosen on validation workloads. "
+        "Paired Δ: the per-workload mean over training seeds minus the baseline, mean and 95% t-interval.",
+        "",
+        "| scenario | seeds | tapfinger mean ± sd | best non-oracle | paired Δ | seeds below zero | best oracle | paired Δ "
+        "| × bound | wall time per seed | device |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in entries:
+        o = r.over_seeds
+        sd = "" if o.get("sd") is None else f" ± {o['sd']:.2f}"
+        on = o.get("vs_non_oracle") or {"mean_diff": None, "ci95": [None, None]}
+        oo = o.get("vs_oracle") or {"mean_diff": None, "ci95": [None, None]}
+        on_jct = r.baselines.get(o.get("best_non_oracle") or "", {}).get("mean_jct")
+        oo_jct = r.baselines.get(o.get("best_oracle") or "", {}).get("mean_jct")
+        wins = sum(row.beats_non_oracle for row in r.rows)
+        walls = [row.wall_s for row in r.rows if row.wall_s is not None and math.isfinite(row.wall_s)]
+        devices = sorted({row.device for row in r.rows})
+        lines.append(
+            f"| [{r.scenario}]({r.scenario}.md) | {len(r.rows)} | {_fmt(o.get('mean_jct'))}{sd} "
+            f"| {o.get('best_non_oracle')} {_fmt(on_jct)} | {_interval_text(on['mean_diff'], *on['ci95'])} "
+            f"| {wins}/{len(r.rows)} | {o.get('best_oracle')} {_fmt(oo_jct)} "
+            f"| {_interval_text(oo['mean_diff'], *oo['ci95'])} | {_fmt(o.get('bound_ratio'), 3)} "
+            f"| {_duration(float(np.mean(walls)) if walls else None)} | {', '.join(devices)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_index(out: Path, command: str, order: Sequence[str] = ()) -> Path:
+    """``README.md`` over every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first)."""
+    found = {p.stem: read_results(p) for p in sorted(out.glob("*.json")) if not p.stem.startswith("ablation")}
+    names = [n for n in order if n in found] + [n for n in sorted(found) if n not in order]
+    path = out / "README.md"
+    path.write_text(index_markdown([found[n] for n in names], command))
+    return path

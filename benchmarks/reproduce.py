@@ -1,0 +1,243 @@
+#!/usr/bin/env python
+"""Reproduce a scenario's result: train K seeds of its recipe, evaluate them held out, write the files.
+
+    python benchmarks/reproduce.py --config synthetic-3 --seeds 3 [--first-seed 0] [--device auto|cpu|cuda]
+        [--parallel P] [--runs runs/reproduce] [--out docs/results] [--workers 2] [--heldout 30]
+        [--ship checkpoints] [--index-only]
+
+Each seed ``s`` is ``python train.py --config <scenario> --seed s`` (the recipe in
+``configs/<scenario>.yaml``, nothing else), in ``<runs>/<scenario>/s<s>/``, started as its own
+process with its output in ``<runs>/<scenario>/s<s>.log``; ``--parallel P`` runs P seeds side by side. On the CPU
+the trainers also get the machine settings ``train.torch_threads`` and ``train.shards`` (the cores
+shared out between the P runs: the same update, faster); they do not change the recipe. A seed
+whose run finished (``result.json`` says so) is not trained again; one that stopped is resumed from
+its ``last.pt``. Then every seed's ``best.pt`` (chosen by the run on its validation workloads) and
+every baseline run on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
+``--heldout`` of them; fixed in code, only reported), and ``<out>/<scenario>.{csv,json,md,png}``
+and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). ``--ship DIR`` copies seed
+0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--index-only`` rewrites ``README.md`` from the JSON
+files already there. Exit codes: 0 done, 2 bad input, 1 a training run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: the scenarios of the index page, in the order of the paper's figures
+SCENARIO_ORDER = ("synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-3", "testbed-6", "sjf-3")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from agents.evaluation.runner import REPORT_SEEDS
+
+    p = argparse.ArgumentParser(prog="reproduce.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="scenario name (configs/<name>.yaml) or YAML path: its recipe is trained")
+    p.add_argument("--seeds", type=int, default=3, help="training seeds (default 3)")
+    p.add_argument("--first-seed", type=int, default=0, help="first training seed (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
+    p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
+    p.add_argument("--runs", default="runs/reproduce", help="parent of the run directories (default runs/reproduce)")
+    p.add_argument("--out", default="docs/results", help="results directory (default docs/results)")
+    p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
+    p.add_argument("--heldout", type=int, default=REPORT_SEEDS,
+                   help=f"held-out workloads, the first K of the fixed range (default all {REPORT_SEEDS})")
+    p.add_argument("--ship", metavar="DIR", help="copy seed 0's best.pt to DIR/<scenario>.pt")
+    p.add_argument("--index-only", action="store_true", help="only rewrite <out>/README.md from the JSON files")
+    return p
+
+
+def machine_settings(device: str, parallel: int) -> list[str]:
+    """``train.*`` settings of the machine, not of the recipe: CPU threads and row shards per run."""
+    if device != "cpu":
+        return []
+    threads = max(1, (os.cpu_count() or 1) // parallel)
+    return [f"train.torch_threads={threads}", f"train.shards={threads}"]
+
+
+def train_command(config: str, seed: int, run_dir: Path, device: str, parallel: int) -> list[str]:
+    """The ``train.py`` command of one seed: a fresh run, or the resume of a stopped one."""
+    base = [sys.executable, str(ROOT / "train.py")]
+    machine = ["--device", device, *machine_settings(device, parallel)]
+    if (run_dir / "last.pt").is_file():
+        return [*base, "--resume", str(run_dir / "last.pt"), *machine]
+    return [*base, "--config", config, "--seed", str(seed), "--logdir", str(run_dir.parent),
+            f"train.run_name={run_dir.name}", *machine]
+
+
+def log_path(run_dir: Path) -> Path:
+    """Where a seed's trainer output goes: ``<runs>/<scenario>/s<seed>.log``, beside its run directory."""
+    return run_dir.with_name(run_dir.name + ".log")
+
+
+def finished(run_dir: Path) -> bool:
+    """The run's ``result.json`` says it did its planned steps."""
+    import json
+
+    path = run_dir / "result.json"
+    if not path.is_file():
+        return False
+    try:
+        return bool(json.loads(path.read_text()).get("finished"))
+    except ValueError:
+        return False
+
+
+def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int) -> list[int]:
+    """Train every unfinished seed, ``parallel`` at a time; returns the seeds whose run failed."""
+    todo = [s for s, d in runs.items() if not finished(d)]
+    for s, d in runs.items():
+        if s not in todo:
+            print(f"seed {s}: finished run in {d}, not trained again", flush=True)
+    running: list[tuple[int, subprocess.Popen, object]] = []
+    failed = []
+    while todo or running:
+        while todo and len(running) < parallel:
+            seed = todo.pop(0)
+            run_dir = runs[seed]
+            cmd = train_command(config, seed, run_dir, device, parallel)
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            log = log_path(run_dir).open("a")
+            print(f"seed {seed}: {shlex.join(cmd[1:])}  (log {log_path(run_dir)})", flush=True)
+            running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log))
+        time.sleep(2.0)
+        for entry in list(running):
+            seed, proc, log = entry
+            if proc.poll() is None:
+                continue
+            running.remove(entry)
+            log.close()
+            if proc.returncode != 0 or not finished(runs[seed]):
+                failed.append(seed)
+                print(f"seed {seed}: train.py exited {proc.returncode}; see {log_path(runs[seed])}", flush=True)
+            else:
+                print(f"seed {seed}: done", flush=True)
+    return failed
+
+
+def recipe_command(args: argparse.Namespace) -> str:
+    """The command line that regenerates the files (as a user types it)."""
+    parts = ["python benchmarks/reproduce.py", f"--config {args.config}", f"--seeds {args.seeds}"]
+    if args.first_seed:
+        parts.append(f"--first-seed {args.first_seed}")
+    if args.heldout != build_parser().get_default("heldout"):
+        parts.append(f"--heldout {args.heldout}")
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
+    from agents.evaluation.results import (
+        VALIDATION_BASELINES,
+        VALIDATION_RIVAL,
+        RecipeResults,
+        baseline_table,
+        evaluate_seeds,
+        mean_bound,
+        over_seeds,
+        report_seeds,
+        seed_row,
+        steps_to_beat,
+        write_index,
+        write_scenario_results,
+    )
+    from agents.evaluation.runner import default_workers, resolve_schedulers
+    from agents.training import prepare_run
+    from agents.training.checkpoints import BEST, RESULT_FILE
+    from envs.config import ConfigError
+
+    out = Path(args.out)
+    if args.index_only:
+        print(f"wrote {write_index(out, 'python benchmarks/reproduce.py --index-only', SCENARIO_ORDER)}")
+        return 0
+    if not args.config:
+        raise ConfigError("--config is required (a scenario name, e.g. synthetic-3)")
+    for name, low in (("seeds", 1), ("first_seed", 0), ("parallel", 1)):
+        if getattr(args, name) < low:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    try:
+        heldout = report_seeds(args.heldout)
+    except ValueError as exc:
+        raise ConfigError(f"--heldout: {exc}") from None
+    spec = prepare_run(args.config)  # the recipe, resolved (bad YAML: ConfigError before anything runs)
+    scenario = spec.scenario.name
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    runs = {s: Path(args.runs) / scenario / f"s{s}" for s in seeds}
+    failed = train_seeds(args.config, runs, device, args.parallel)
+    if failed:
+        print(f"reproduce.py: training failed for seed(s) {failed}; nothing evaluated", file=sys.stderr)
+        return 1
+
+    # held out: every baseline and every seed's best.pt on the same workloads
+    cfg = spec.scenario.for_evaluation()
+    workers = args.workers or default_workers()
+    baselines = resolve_schedulers("all", (), cfg)
+    print(f"evaluating {len(seeds)} seed(s) and {len(baselines)} baselines on {len(heldout)} held-out workloads "
+          f"{heldout[0]}..{heldout[-1]}", flush=True)
+    run_ = evaluate_seeds(cfg, {s: runs[s] / BEST for s in seeds}, baselines, heldout, workers=workers)
+
+    # validation: the curves and the baselines on the workloads that chose best.pt
+    validation = read_validation(runs[seeds[0]])
+    curves = [read_curve(runs[s], f"seed {s}") for s in seeds]
+    vmeans, vbound = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
+    rival = vmeans.get(VALIDATION_RIVAL)
+    rows = []
+    for s, curve in zip(seeds, curves):
+        training = json.loads((runs[s] / RESULT_FILE).read_text())
+        rows.append(seed_row(run_, s, training, {"best": curve.best[1], "steps_to_beat": steps_to_beat(curve.points, rival)}))
+    results = RecipeResults(
+        scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
+        rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
+        validation_baselines=vmeans, over_seeds=over_seeds(run_, seeds),
+        recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
+    )
+    paths = write_scenario_results(out, results)
+    png = plot_curves(Curves(validation, curves, vmeans, vbound), out / f"{scenario}.png")
+    index = write_index(out, "python benchmarks/reproduce.py --index-only", SCENARIO_ORDER)
+    for p in (*paths, png, index):
+        print(f"wrote {p}", flush=True)
+    if args.ship:
+        if 0 not in runs:
+            raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
+        target = Path(args.ship) / f"{scenario}.pt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(runs[0] / BEST, target)
+        print(f"shipped {runs[0] / BEST} as {target}", flush=True)
+    print((out / f"{scenario}.md").read_text())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from envs.config import ConfigError
+    from envs.trace_fit import TraceError
+
+    try:
+        return run(args)
+    except (ConfigError, TraceError) as exc:
+        print(f"reproduce.py: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Recipes in files: every scenario YAML carries its training recipe (the paper's method), train.py
+trains it with no overrides, ``--print-config`` shows it resolved, a test-bed YAML says which
+variant trains, and ``benchmarks/reproduce.py`` turns seeds of a recipe into the results files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import train as train_cli
+from agents.evaluation.runner import REPORT_SEED_OFFSET, REPORT_SEEDS
+from agents.training import CONFIG_FILE, prepare_run, resolved_config
+from agents.training.envs import evaluation_scenario
+from envs.config import ConfigError, RECIPE_SECTIONS, available_scenarios, load_scenario, split_scenario_yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = available_scenarios()
+
+
+def test_the_seven_scenarios_have_yaml_files():
+    assert set(SCENARIOS) >= {"synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-3", "testbed-6", "sjf-3"}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_recipe_is_the_papers_method_trained_from_scratch(name):
+    _, _, sections = split_scenario_yaml(name)
+    assert set(sections) == set(RECIPE_SECTIONS)
+    assert "steps" in sections["train"], "the recipe states its step budget"
+    spec = prepare_run(name)
+    assert spec.train.steps == sections["train"]["steps"]
+    # the paper's method: HAN + pointer, Bayes' rule, no start floor, no warm start
+    assert spec.policy.variant == "tapfinger" and spec.policy.conflicts == "bayes" and not spec.policy.faithful
+    assert spec.scenario.max_start_slowdown == 0
+    assert spec.train.init_from is None and spec.train.imitate is None
+    # every recipe key is a real field (typos would have raised) and differs from nothing it does not set
+    for key, value in sections["train"].items():
+        assert getattr(spec.train, key) == value
+    for key, value in sections["policy"].items():
+        assert getattr(spec.policy, key) == value
+
+
+@pytest.mark.parametrize("name", ["testbed-3", "testbed-6"])
+def test_a_testbed_recipe_trains_and_validates_on_the_evaluation_variant(name):
+    spec = prepare_run(name)
+    assert spec.train.train_scenario == "eval" and spec.train.eval_scenario == "eval"
+    base = load_scenario(name)
+    evaluated = base.for_evaluation()
+    assert spec.scenario == evaluated != base  # (32, 16) clusters at the evaluation load
+    assert spec.scenario.capacities[0] == (32, 16)
+    assert evaluation_scenario(spec.scenario, spec.train) == evaluated
+    assert spec.scenario.for_evaluation() == spec.scenario  # evaluating the checkpoint changes nothing
+    # the paper's training variant is still one override away
+    assert prepare_run(name, ["train.train_scenario=train"]).scenario == base
+
+
+def test_load_scenario_sets_the_recipe_aside_and_refuses_a_malformed_section(tmp_path):
+    assert load_scenario("synthetic-3").name == "synthetic-3"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "configs" / "synthetic-3.yaml").read_text().replace("train:\n", "train: 3\nold:\n", 1))
+    with pytest.raises(ConfigError, match="'train' section must be a mapping"):
+        load_scenario(bad)
+
+
+def test_print_config_prints_the_resolved_sections_and_trains_nothing(tmp_path, capsys):
+    argv = ["--config", "synthetic-3", "--print-config", "--logdir", str(tmp_path), "train.lr=1e-3", "num_tasks=50"]
+    assert train_cli.main(argv) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert list(doc) == ["scenario", "policy", "train"]
+    # train.py turns the progress bars off when stderr is not a terminal (as under pytest)
+    expected = resolved_config(prepare_run("synthetic-3", ["train.lr=1e-3", "num_tasks=50"],
+                                           flags={"logdir": str(tmp_path), "progress": False}))
+    assert doc == expected
+    assert doc["train"]["lr"] == 1e-3 and doc["scenario"]["num_tasks"] == 50
+    assert doc["train"]["steps"] == prepare_run("synthetic-3").train.steps  # the recipe's budget
+    assert not any(tmp_path.iterdir())  # no run directory
+
+
+def test_the_held_out_range_is_fixed_and_disjoint_from_every_other_range():
+    from agents.evaluation.results import report_seeds
+    from agents.evaluation.runner import DEFAULT_SEED_OFFSET
+    from agents.train_config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN
+
+    seeds = report_seeds()
+    assert len(seeds) == REPORT_SEEDS >= 30 and seeds[0] == REPORT_SEED_OFFSET
+    assert EVAL_SEED_DEFAULT + 10_000 < DEFAULT_SEED_OFFSET + 100_000 <= seeds[0] and seeds[-1] < TRAIN_SEED_MIN
+    assert report_seeds(3) == seeds[:3]
+    with pytest.raises(ValueError):
+        report_seeds(REPORT_SEEDS + 1)
+
+
+# ---------------------------------------------------------------------------------------
+# benchmarks/reproduce.py, end to end on a tiny recipe
+# ---------------------------------------------------------------------------------------
+TINY_RECIPE = """
+mode: single
+num_clusters: 3
+capacities: [[16, 16]]
+per_task_max: [16, 16]
+arrival_rate: 2
+num_tasks: 10
+switch_overhead: 0.5
+task_types:
+  - {name: img, prob: 0.5, min_req: [2, 1], progress: {kind: constant, steps: 4}}
+  - {name: lm, prob: 0.5, min_req: [2, 1], progress: {kind: tanh, scale: 16, offset: 1.2}}
+policy: {hidden: 16, han_layers: 1, pointer_layers: 1, pointer_dim: 16, pointer_ffn: 16}
+train: {steps: 128, envs: 2, collect_steps: 64, batch_size: 32, eval_every: 64, eval_episodes: 2,
+        torch_threads: 1, vector: dummy}
+"""
+
+
+def _reproduce(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reproduce.py"), *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reproduce")
+    recipe = tmp / "tiny-3.yaml"
+    recipe.write_text(TINY_RECIPE)
+    args = ["--config", str(recipe), "--seeds", "2", "--heldout", "3", "--runs", str(tmp / "runs"),
+            "--out", str(tmp / "results"), "--workers", "1", "--device", "cpu", "--ship", str(tmp / "ship")]
+    proc = _reproduce(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return tmp, args, proc
+
+
+def test_reproduce_trains_every_seed_with_the_recipe_alone(reproduced):
+    tmp, _, proc = reproduced
+    for seed in (0, 1):
+        run = tmp / "runs" / "tiny-3" / f"s{seed}"
+        saved = yaml.safe_load((run / CONFIG_FILE).read_text())
+        assert saved["train"]["seed"] == seed and saved["train"]["steps"] == 128
+        assert saved["policy"]["hidden"] == 16  # from the YAML, not passed on the command line
+        result = json.loads((run / "result.json").read_text())
+        assert result["finished"] and result["env_steps"] == 128 and result["wall_s"] > 0
+        assert (run / "best.pt").is_file()
+        # the checkpoint holds the complete resolved config
+        from agents.training import load_checkpoint
+
+        ckpt = load_checkpoint(run / "best.pt")
+        assert ckpt["train_config"] == saved["train"] and ckpt["policy_config"] == saved["policy"]
+    # CPU machine settings are passed to the trainer, nothing of the recipe
+    assert "train.torch_threads=" in proc.stdout and "train.lr" not in proc.stdout
+
+
+def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
+    tmp, _, _ = reproduced
+    out = tmp / "results"
+    rows = list(csv.DictReader((out / "tiny-3.csv").open()))
+    assert [r["seed"] for r in rows] == ["0", "1"]
+    doc = json.loads((out / "tiny-3.json").read_text())
+    assert doc["heldout_seeds"] == [REPORT_SEED_OFFSET + k for k in range(3)]
+    assert doc["validation_seeds"] == [10_000, 10_001]
+    for row, csv_row in zip(doc["rows"], rows):
+        assert row["heldout_mean_jct"] == pytest.approx(float(csv_row["heldout_mean_jct"]), abs=1e-4)
+        assert row["env_steps"] == 128
+        lo, hi, d = row["diff_non_oracle_lo"], row["diff_non_oracle_hi"], row["diff_non_oracle"]
+        assert lo <= d <= hi
+        # the paired difference is against the baseline's own held-out mean
+        base = doc["baselines"][row["best_non_oracle"]]["mean_jct"]
+        assert d == pytest.approx(row["heldout_mean_jct"] - base, abs=1e-9)
+        assert not doc["baselines"][row["best_non_oracle"]]["oracle"]
+        assert doc["baselines"][row["best_oracle"]]["oracle"]
+    means = [r["heldout_mean_jct"] for r in doc["rows"]]
+    assert doc["over_seeds"]["mean_jct"] == pytest.approx(sum(means) / 2)
+    md = (out / "tiny-3.md").read_text()
+    assert "python benchmarks/reproduce.py --config" in md and "| 0 |" in md and "| 1 |" in md
+    assert (out / "tiny-3.png").stat().st_size > 1000
+    index = (out / "README.md").read_text()
+    assert "[tiny-3](tiny-3.md)" in index and "python benchmarks/reproduce.py --index-only" in index
+    assert (tmp / "ship" / "tiny-3.pt").read_bytes() == (tmp / "runs" / "tiny-3" / "s0" / "best.pt").read_bytes()
+
+
+def test_reproduce_does_not_train_a_finished_seed_again(reproduced):
+    tmp, args, _ = reproduced
+    best = tmp / "runs" / "tiny-3" / "s0" / "best.pt"
+    before = best.stat().st_mtime_ns
+    proc = _reproduce(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "seed 0: finished run" in proc.stdout and "seed 1: finished run" in proc.stdout
+    assert best.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config", "no-such-scenario"], "unknown scenario"),
+    (["--config", "synthetic-3", "--seeds", "0"], "--seeds must be >= 1"),
+    (["--config", "synthetic-3", "--heldout", "31"], "--heldout"),
+    (["--seeds", "1"], "--config is required"),
+])
+def test_reproduce_bad_input_exits_2(argv, message, tmp_path):
+    proc = _reproduce(*argv, "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()
