@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-seed", type=int, default=0, help="first training seed (default 0)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
     p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads per training run (default: the CPUs shared out between the --parallel runs)")
     p.add_argument("--runs", default="runs/reproduce", help="parent of the run directories (default runs/reproduce)")
     p.add_argument("--out", default="docs/results", help="results directory (default docs/results)")
     p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
@@ -58,18 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def machine_settings(device: str, parallel: int) -> list[str]:
+def machine_settings(device: str, parallel: int, threads: int | None = None) -> list[str]:
     """``train.*`` settings of the machine, not of the recipe: CPU threads and row shards per run."""
     if device != "cpu":
         return []
-    threads = max(1, (os.cpu_count() or 1) // parallel)
+    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
     return [f"train.torch_threads={threads}", f"train.shards={threads}"]
 
 
-def train_command(config: str, seed: int, run_dir: Path, device: str, parallel: int) -> list[str]:
+def train_command(config: str, seed: int, run_dir: Path, device: str, parallel: int,
+                  threads: int | None = None) -> list[str]:
     """The ``train.py`` command of one seed: a fresh run, or the resume of a stopped one."""
     base = [sys.executable, str(ROOT / "train.py")]
-    machine = ["--device", device, *machine_settings(device, parallel)]
+    machine = ["--device", device, *machine_settings(device, parallel, threads)]
     if (run_dir / "last.pt").is_file():
         return [*base, "--resume", str(run_dir / "last.pt"), *machine]
     return [*base, "--config", config, "--seed", str(seed), "--logdir", str(run_dir.parent),
@@ -94,7 +97,7 @@ def finished(run_dir: Path) -> bool:
         return False
 
 
-def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int) -> list[int]:
+def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int, threads: int | None = None) -> list[int]:
     """Train every unfinished seed, ``parallel`` at a time; returns the seeds whose run failed."""
     todo = [s for s, d in runs.items() if not finished(d)]
     for s, d in runs.items():
@@ -106,7 +109,7 @@ def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int) 
         while todo and len(running) < parallel:
             seed = todo.pop(0)
             run_dir = runs[seed]
-            cmd = train_command(config, seed, run_dir, device, parallel)
+            cmd = train_command(config, seed, run_dir, device, parallel, threads)
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             log = log_path(run_dir).open("a")
             print(f"seed {seed}: {shlex.join(cmd[1:])}  (log {log_path(run_dir)})", flush=True)
@@ -165,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.config:
         raise ConfigError("--config is required (a scenario name, e.g. synthetic-3)")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
     for name, low in (("seeds", 1), ("first_seed", 0), ("parallel", 1)):
         if getattr(args, name) < low:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
@@ -183,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs = {s: Path(args.runs) / scenario / f"s{s}" for s in seeds}
-    failed = train_seeds(args.config, runs, device, args.parallel)
+    failed = train_seeds(args.config, runs, device, args.parallel, args.threads)
     if failed:
         print(f"reproduce.py: training failed for seed(s) {failed}; nothing evaluated", file=sys.stderr)
         return 1
