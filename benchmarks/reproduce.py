@@ -15,8 +15,9 @@ its ``last.pt``. Then every seed's ``best.pt`` (chosen by the run on its validat
 every baseline run on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
 ``--heldout`` of them; fixed in code, only reported), and ``<out>/<scenario>.{csv,json,md,png}``
 and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). ``--ship DIR`` copies seed
-0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--index-only`` rewrites ``README.md`` from the JSON
-files already there. Exit codes: 0 done, 2 bad input, 1 a training run failed.
+0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after training (seeds trained on
+several machines are then evaluated together by a run that finds them finished); ``--index-only``
+rewrites ``README.md`` from the JSON files already there. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", type=int, default=REPORT_SEEDS,
                    help=f"held-out workloads, the first K of the fixed range (default all {REPORT_SEEDS})")
     p.add_argument("--ship", metavar="DIR", help="copy seed 0's best.pt to DIR/<scenario>.pt")
+    p.add_argument("--train-only", action="store_true",
+                   help="train (or resume) the seeds and stop: no evaluation, no files written")
     p.add_argument("--index-only", action="store_true", help="only rewrite <out>/README.md from the JSON files")
     return p
 
@@ -192,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"reproduce.py: training failed for seed(s) {failed}; nothing evaluated", file=sys.stderr)
         return 1
+    if args.train_only:
+        return 0
 
     # held out: every baseline and every seed's best.pt on the same workloads
     cfg = spec.scenario.for_evaluation()
