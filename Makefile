@@ -10,10 +10,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# torch first (the local CPU build), then the project and its dev extra (pytest, hypothesis).
+# torch first, then the project and its dev extra (pytest, hypothesis, stable-baselines3 and
+# sb3-contrib for tests/test_sb3.py).
+# TORCH: the torch requirement (default: the CPU build of this machine's disk);
+# TORCH_INDEX: a package index for it, e.g. https://download.pytorch.org/whl/cu128 for a CUDA build.
 # Ray (~240 MB) is not installed here: only `--vector ray` and its test need it (`make test`).
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+TORCH_PIP_ARGS = $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH)'
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

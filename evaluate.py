@@ -136,6 +136,7 @@ def _given(args: argparse.Namespace, *names: str) -> list[str]:
 def run_curves(args: argparse.Namespace) -> int:
     """``--curves``: the learning-curve PNG (+ JSON) of one or more run directories."""
     from agents.evaluation.curves import DEFAULT_BASELINES, build_curves, output_path, summary_lines, write_curves
+    from agents.output_dirs import check_output_dir
     from envs.config import ConfigError
 
     clash = _given(args, "checkpoint", "report", "checkpoint_dir", "scenario", "seeds", "seed_offset", "device",
@@ -147,6 +148,9 @@ def run_curves(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     progress = not args.quiet and sys.stderr.isatty()
+    if args.out is not None:  # before the baselines run: a file in the way, or no permission
+        target = Path(args.out)
+        check_output_dir(target.parent if target.suffix.lower() == ".png" else target, "--out")
     curves = build_curves(args.curves, args.schedulers or DEFAULT_BASELINES, workers=args.workers,
                           progress=progress, max_steps=args.max_steps)
     png, doc = write_curves(curves, output_path(args.out, curves))
@@ -170,6 +174,7 @@ def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute the parsed command; raises ConfigError on bad input."""
     from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
+    from agents.output_dirs import check_output_dir
     from envs.config import ConfigError, load_scenario
 
     if args.curves:
@@ -190,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         if args.checkpoint:
             raise ConfigError("--report uses checkpoints/<scenario>.pt; do not combine it with --checkpoint")
         names = [s.strip() for s in args.scenario.split(",") if s.strip()] if args.scenario else None
-        path = run_report(names, seeds, Path(args.out or "results"), selection=args.schedulers,
+        path = run_report(names, seeds, check_output_dir(args.out or "results", "--out"), selection=args.schedulers,
                           overrides=args.overrides, workers=args.workers, device=device, progress=progress,
                           checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
                           command=getattr(args, "command", ""), policy_action=args.policy_action,
@@ -212,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} applies to checkpoints: give --checkpoint PATH (or --report)")
     specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action,
                                policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
-    out = Path(args.out or Path("results") / cfg.name)
+    out = check_output_dir(args.out or Path("results") / cfg.name, "--out")  # before any episode runs
     run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
                                       progress=progress, extra={"overrides": list(args.overrides)},
                                       policy_batch=args.policy_batch)

@@ -66,11 +66,47 @@ STATUS_EVERY_S = 30.0
 
 def check_arguments(args: argparse.Namespace) -> str | None:
     """Plain range checks, done before torch is imported; the error message or None."""
+    from agents.train_config import MAX_SEED
+
     for name, low in (("steps", 1), ("envs", 1), ("seed", 0)):
         value = getattr(args, name)
         if value is not None and value < low:
             return f"--{name} must be >= {low}, got {value}"
+    if args.seed is not None and args.seed > MAX_SEED:
+        return f"--seed must be <= {MAX_SEED}, got {args.seed}"
     return None
+
+
+#: exit code of a run stopped by SIGTERM (128 + 15, the shell's convention); Ctrl-C gives 130
+EXIT_TERMINATED = 143
+
+
+class _Signals:
+    """SIGTERM (``timeout``, batch schedulers, ``docker stop``) stops a run the way Ctrl-C does:
+    the trainer is interrupted, ``last.pt`` is saved, and the exit code says which signal it was."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self.terminated = False
+        self._previous = signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum, frame) -> None:  # noqa: ANN001 - signal handler signature
+        self.terminated = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGTERM, self._previous)
+
+    @property
+    def name(self) -> str:
+        return "terminated (SIGTERM)" if self.terminated else "interrupted"
+
+    @property
+    def code(self) -> int:
+        return EXIT_TERMINATED if self.terminated else 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from envs.trace_fit import TraceError
 
     try:
-        from agents.training import TrainingInterrupted, check_environment, prepare_run, run_training
+        from agents.training import TrainingInterrupted, WorkerDied, check_environment, prepare_run, run_training
 
         # torch-geometric 2.8 warns about torch.jit.script on import (harmless, ecosystem.md
         # §2.1); set after importing tianshou, whose import puts its own DeprecationWarning filter first
@@ -107,9 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet and not terminal:
             spec.status_every_s = STATUS_EVERY_S
         device = check_environment(spec)
-        print(f"run directory: {spec.run_dir}  (device {device})", flush=True)
         print(_plan_line(spec), flush=True)
-        result = run_training(spec, device)
+        signals = _Signals()
+        try:
+            result = run_training(spec, device, on_start=lambda d: print(f"run directory: {d}  (device {device})",
+                                                                          flush=True))
+        finally:
+            signals.restore()
     except (ConfigError, TraceError) as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
@@ -118,9 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except TrainingInterrupted as exc:
         r = exc.result
-        print(f"\ninterrupted at {r.env_steps} env steps; saved {r.last_path} (resume with --resume {r.last_path})",
+        print(f"\n{signals.name} at {r.env_steps} env steps; saved {r.last_path} (resume with --resume {r.last_path})",
               file=sys.stderr)
-        return 130
+        return signals.code
+    except WorkerDied as exc:
+        print(f"train.py: error: {exc}", file=sys.stderr)
+        return 1
     print(
         f"done: {result.env_steps} env steps, {result.gradient_steps} gradient steps, "
         f"{result.wall_s:.0f} s; {_best_text(result)}; checkpoints in {result.run_dir}"

@@ -45,7 +45,7 @@ def _policy() -> Any:
 def _why_unreadable(exc: BaseException) -> tuple[str, bool]:
     """A one-line reason for a failed ``torch.load`` and whether the file was refused as unsafe."""
     text = str(exc)
-    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text) or re.search(r"unsupported GLOBAL ([\w.]+)", text)
     if unsafe:
         return unsafe.group(1), True
     if "zip archive" in text or "central directory" in text:
@@ -128,16 +128,53 @@ def save_policy_checkpoint(
     )
     data = _on_cpu(data)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
+    tmp = None
     try:
-        torch.save(data, tmp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            torch.save(data, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the name points at them
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError of its zip writer
+        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: {_write_failure(exc, path.parent)}; "
+                              "the previous file, if any, is unchanged") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_failure(exc: BaseException, directory: Path) -> str:
+    """One line on why a write failed, with the free space left when the disk looks full."""
+    import errno
+    import shutil
+
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().split("\n")[0][:160]
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        free = None
+    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (free is not None and free < 2**20)
+    if full:
+        return f"no space left on the device ({'?' if free is None else f'{free / 2**20:.1f} MiB'} free)"
+    return text or type(exc).__name__
 
 
 def _on_cpu(value: Any) -> Any:

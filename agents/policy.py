@@ -93,22 +93,22 @@ class PolicyConfig(ConfigSection):
     compute the same function (to float round-off), so any checkpoint loads into any of them.
     """
 
-    variant: str = DEFAULT_VARIANT
-    hidden: int = 128
-    han_layers: int = 3
-    heads: int = 4
-    faithful: bool = False
-    self_relation: bool = False
-    shared_actors: bool = True
-    prior: str = "paper"
-    conflicts: str = "bayes"
-    pointer_dim: int = 64
-    pointer_layers: int = 2
-    pointer_heads: int = 4
-    pointer_ffn: int = 128
-    mlp_layers: int = 4
-    alloc_head: str = "factorised"
-    encoder: str = "auto"
+    variant: str = DEFAULT_VARIANT  # tapfinger, no-han, no-pointer or vanilla (agents/variants.py)
+    hidden: int = 128  # HAN encoder width
+    han_layers: int = 3  # HAN layers
+    heads: int = 4  # HAN attention heads
+    faithful: bool = False  # the paper's plain HANConv stack (no input projection, residual or LayerNorm)
+    self_relation: bool = False  # add the self relation to the residual stack (always on when faithful)
+    shared_actors: bool = True  # one set of actor/critic-head weights for any N (false: one per agent, the paper's)
+    prior: str = "paper"  # Bayes conflict prior: paper (eq. 11) or code (the reference code's softmax)
+    conflicts: str = "bayes"  # bayes (the paper), sequential (index order) or room (decreasing free room)
+    pointer_dim: int = 64  # pointer transformer width
+    pointer_layers: int = 2  # pointer transformer layers
+    pointer_heads: int = 4  # pointer attention heads
+    pointer_ffn: int = 128  # pointer feed-forward width
+    mlp_layers: int = 4  # depth of the MLP encoder (no-han, vanilla)
+    alloc_head: str = "factorised"  # allocation head form (networks/heads.py AllocationHead.FORMS)
+    encoder: str = "auto"  # how the HAN runs: dense, pyg, or auto (pyg for CPU batches of 8+, else dense)
 
     #: fields that choose how the parameters are run, not which parameters exist: a checkpoint
     #: trained with any value of them starts a run with any other (``train.init_from``)

@@ -87,6 +87,8 @@ RECOMPUTE, BEHAVIOUR = OLD_STATS
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
 EVAL_SEED_DEFAULT = 10_000
+#: the largest run seed (``train.seed``, ``--seed``): what every RNG the run seeds accepts
+MAX_SEED = 2**32 - 1
 TRAIN_SEED_MIN = 1_000_000
 
 
@@ -107,26 +109,26 @@ class TrainConfig(ConfigSection):
     vector: str = "auto"  # auto = batch (the batched simulator); or dummy|subproc (one env each) | ray
     workers: int | None = None  # batch: worker processes sharing the envs (None: 1, in process); ray: actors
     ray_address: str | None = None  # --vector ray: an existing Ray cluster (None: $RAY_ADDRESS or a local Ray)
-    seed: int = 0
-    device: str = "auto"
+    seed: int = 0  # the run seed: every random choice of the run flows from it
+    device: str = "auto"  # the learner's device: auto (CUDA when available), cpu or cuda
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
     shards: int = 1  # CPU: row shards of each PPO minibatch's pass, run in parallel threads (1 intra-op thread each)
     malloc: str = "keep"  # MALLOC_MODES (agents/allocator.py): keep freed memory in the process (glibc) or the system's
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
     precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/precision.py)
     # -- PPO (tianshou PPO arguments)
-    lr: float = 1e-4
+    lr: float = 1e-4  # Adam learning rate
     lr_schedule: str = CONSTANT_LR  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
-    eps_clip: float = 0.2
-    gae_lambda: float = 0.95
+    eps_clip: float = 0.2  # PPO ratio clip
+    gae_lambda: float = 0.95  # GAE lambda
     gamma: float | None = None  # None: 1.0 in multi mode, 0.99 in single mode
     batch_size: int = 256  # minibatch size (transitions)
     repeat: int = 2  # passes over each collected batch
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float | None = 0.5
-    advantage_normalization: bool = True
-    value_clip: bool = False
+    vf_coef: float = 0.5  # value loss weight
+    ent_coef: float = 0.01  # entropy bonus weight
+    max_grad_norm: float | None = 0.5  # gradient norm clip (null: none)
+    advantage_normalization: bool = True  # normalise advantages per minibatch (over non-skipped entries)
+    value_clip: bool = False  # clip the value loss like the ratio
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
@@ -151,7 +153,7 @@ class TrainConfig(ConfigSection):
     eval_scenario: str = "train"  # "train": the training scenario; "eval": its eval_overrides variant
     eval_action: str = ARGMAX  # validation (and the checkpoint's default evaluation): EVAL_ACTIONS
     save_every: int | None = None  # env steps between last.pt saves (None: every evaluation)
-    logdir: str = "runs"
+    logdir: str = "runs"  # parent directory of the run directories
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
     progress: bool = True  # tqdm progress bars
 
@@ -167,7 +169,7 @@ class TrainConfig(ConfigSection):
         rule(lambda c: c.workers is None or 1 <= c.workers <= c.envs,
              "workers must be between 1 and envs ({envs}), got {workers}"),
         one_of("device", DEVICES),
-        at_least("seed", 0),
+        rule(lambda c: 0 <= c.seed <= MAX_SEED, f"seed must be between 0 and {MAX_SEED}, got {{seed}}"),
         at_least("torch_threads", 1, nullable=True),
         at_least("shards", 1),
         one_of("malloc", MALLOC_MODES),

@@ -338,6 +338,10 @@ def _shard_worker(conn: Any, args: tuple) -> None:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
+class WorkerDied(RuntimeError):
+    """A vector env worker process or Ray actor died (killed, out of memory, crashed)."""
+
+
 class _ProcessShards:
     """Each shard in its own spawned process; one pipe round trip per worker per call."""
 
@@ -359,15 +363,25 @@ class _ProcessShards:
     def _receive(self, k: int) -> Any:
         try:
             status, value = self.conns[k].recv()
-        except EOFError:
-            raise RuntimeError(f"vector env worker {k} died") from None
+        except (EOFError, ConnectionError, OSError):
+            raise WorkerDied(self._death(k)) from None
         if status != "ok":
             raise RuntimeError(f"vector env worker {k}: {value}")
         return value
 
+    def _death(self, k: int) -> str:
+        proc = self.procs[k]
+        proc.join(timeout=1.0)
+        how = "" if proc.exitcode is None else (f" (killed by signal {-proc.exitcode})" if proc.exitcode < 0
+                                                else f" (exit code {proc.exitcode})")
+        return f"vector env worker {k} (pid {proc.pid}) died{how}"
+
     def call(self, cmd: str, payloads: dict[int, Any]) -> dict[int, Any]:
         for k, payload in payloads.items():
-            self.conns[k].send((cmd, payload))
+            try:
+                self.conns[k].send((cmd, payload))
+            except (BrokenPipeError, ConnectionError, OSError):
+                raise WorkerDied(self._death(k)) from None
         return {k: self._receive(k) for k in payloads}
 
     def close(self) -> None:
@@ -404,7 +418,8 @@ class _RayShards:
         try:
             values = self.ray.get([refs[k] for k in keys])
         except self.ray.exceptions.RayError as exc:
-            raise RuntimeError(f"vector env Ray actor failed: {exc}") from None
+            first = str(exc).strip().split("\n")[0][:200]
+            raise WorkerDied(f"vector env Ray actor died or failed ({type(exc).__name__}: {first})") from None
         return dict(zip(keys, values))
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ every baseline run on the held-out workloads (:func:`agents.evaluation.results.r
 and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). ``--ship DIR`` copies seed
 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after training (seeds trained on
 several machines are then evaluated together by a run that finds them finished); ``--index-only``
-rewrites ``README.md`` from the JSON files already there. Exit codes: 0 done, 2 bad input, 1 a training run failed.
+rewrites ``README.md`` from the JSON files already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+#: the command that rewrites the index pages from the results already there
+INDEX_COMMAND = "python benchmarks/reproduce.py --index-only --ship checkpoints"
 #: the scenarios of the index page, in the order of the paper's figures
 SCENARIO_ORDER = ("synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-3", "testbed-6", "sjf-3")
 
@@ -132,6 +134,22 @@ def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int, 
     return failed
 
 
+def write_indexes(out: Path, ship: Path | None) -> list[Path]:
+    """``<out>/README.md``; the top-level README's results table when ``out`` is this project's
+    ``docs/results``; ``<ship>/README.md`` when checkpoints are shipped."""
+    from agents.evaluation.results import checkpoint_index, update_readme, write_index
+
+    index = write_index(out, INDEX_COMMAND, SCENARIO_ORDER)
+    written = [index]
+    if out.resolve() == (ROOT / "docs" / "results").resolve() and update_readme(ROOT / "README.md", index.read_text()):
+        written.append(ROOT / "README.md")
+    if ship is not None:
+        path = ship / "README.md"
+        path.write_text(checkpoint_index(ship, out, SCENARIO_ORDER))
+        written.append(path)
+    return written
+
+
 def recipe_command(args: argparse.Namespace) -> str:
     """The command line that regenerates the files (as a user types it)."""
     parts = ["python benchmarks/reproduce.py", f"--config {args.config}", f"--seeds {args.seeds}"]
@@ -152,12 +170,12 @@ def run(args: argparse.Namespace) -> int:
         RecipeResults,
         baseline_table,
         evaluate_seeds,
+        file_sha256,
         mean_bound,
         over_seeds,
         report_seeds,
         seed_row,
         steps_to_beat,
-        write_index,
         write_scenario_results,
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
@@ -167,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     if args.index_only:
-        print(f"wrote {write_index(out, 'python benchmarks/reproduce.py --index-only', SCENARIO_ORDER)}")
+        for p in write_indexes(out, Path(args.ship) if args.ship else None):
+            print(f"wrote {p}")
         return 0
     if not args.config:
         raise ConfigError("--config is required (a scenario name, e.g. synthetic-3)")
@@ -220,12 +239,10 @@ def run(args: argparse.Namespace) -> int:
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
         validation_baselines=vmeans, over_seeds=over_seeds(run_, seeds),
         recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
+        seed0_sha256=file_sha256(runs[0] / BEST) if 0 in runs else None,
     )
     paths = write_scenario_results(out, results)
     png = plot_curves(Curves(validation, curves, vmeans, vbound), out / f"{scenario}.png")
-    index = write_index(out, "python benchmarks/reproduce.py --index-only", SCENARIO_ORDER)
-    for p in (*paths, png, index):
-        print(f"wrote {p}", flush=True)
     if args.ship:
         if 0 not in runs:
             raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
@@ -233,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(runs[0] / BEST, target)
         print(f"shipped {runs[0] / BEST} as {target}", flush=True)
+    for p in (*paths, png, *write_indexes(out, Path(args.ship) if args.ship else None)):
+        print(f"wrote {p}", flush=True)
     print((out / f"{scenario}.md").read_text())
     return 0
 

@@ -2,10 +2,10 @@
 
 from .config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from .core import Simulator
-from .registration import ENV_ID, register_envs
+from .registration import ENV_ID, MASKED_ENV_ID, MAX_EPISODE_STEPS, register_envs
 from .scheduling import Decision, EpisodeResult, Scheduler, apply_decision, run_episode
 
-register_envs()  # gymnasium.make("TapFinger/EdgeClusters-v0", scenario=..., overrides=..., evaluation=...)
+register_envs()  # gymnasium.make("TapFinger/EdgeClusters-v0" or "TapFinger/EdgeClustersMasked-v0", scenario=..., ...)
 
 
 def __getattr__(name: str):
@@ -28,6 +28,6 @@ def __getattr__(name: str):
 __all__ = [
     "ConfigError", "ScenarioConfig", "available_scenarios", "load_scenario", "Simulator",
     "Decision", "EpisodeResult", "Scheduler", "apply_decision", "run_episode",
-    "ENV_ID", "register_envs", "EdgeClustersEnv", "parallel_env",
+    "ENV_ID", "MASKED_ENV_ID", "MAX_EPISODE_STEPS", "register_envs", "EdgeClustersEnv", "parallel_env",
     "BatchedEdgeClusters", "BatchStep",
 ]

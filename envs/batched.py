@@ -64,12 +64,16 @@ from .core import DONE, RUNNING, ProgressStep
 from .durations import start_gate
 from .gym_env import resolve_scenario
 from .joint_action import ActionShapeError, integer_array
+from .metrics import jct_terms, mean_jct
 from .observation import CLUSTER_FEATURES, ObservationBuilder, ObservationSpec
 from .progress import DONE_THRESHOLD, build_progress_functions
 from .workload import generate_workload, rng_streams
 
 STEP_INFO = ("placed", "void", "invalid", "conflicts")
-EPISODE_INFO = ("mean_jct", "num_finished", "steps", "conflicts", "invalid", "cpu_util", "gpu_util", "length")
+#: per-episode ``ep_<k>`` info keys: :func:`envs.metrics.episode_metrics`'s (one definition), then
+#: ``length`` (logical steps) last
+EPISODE_INFO = ("mean_jct", "num_finished", "num_unfinished", "truncated", "steps", "conflicts", "invalid",
+                "cpu_util", "gpu_util", "length")
 
 
 try:  # numba ships with tianshou; without it the kernels run as (slow, identical) Python
@@ -255,8 +259,7 @@ def _gather_running(rows, run, rinfo, rprog, capacity, free, used, na, nfin, cel
 
 
 @_kernel
-def _apply_progress(pos, c, g, p, done_threshold, t_all, run, rinfo, rprog, status, finish, nfin, jct_sum,
-                    arrival, free):  # pragma: no cover - compiled
+def _apply_progress(pos, c, g, p, done_threshold, t_all, run, rinfo, rprog, status, finish, nfin, free):  # pragma: no cover - compiled
     """Store new progress; completions free their resources and run slots (integer bookkeeping)."""
     N, S = run.shape[1], run.shape[2]
     for k in range(pos.size):
@@ -272,7 +275,6 @@ def _apply_progress(pos, c, g, p, done_threshold, t_all, run, rinfo, rprog, stat
             status[x] = DONE
             finish[x] = t_all[b] + 1
             nfin[b] += 1
-            jct_sum[b] += t_all[b] + 1 - arrival[x]
             free[b, i, 0] += c[k]
             free[b, i, 1] += g[k]
             run[b, i, s] = -1
@@ -531,7 +533,6 @@ class BatchedEdgeClusters:
         self._conflicts = np.zeros(B, dtype=np.int64)
         self._invalid = np.zeros(B, dtype=np.int64)
         self._used = np.zeros((B, 2), dtype=np.int64)  # sum over real steps of resources in use
-        self._jct_sum = np.zeros(B, dtype=np.int64)
         self._logical = np.zeros(B, dtype=np.int64)
         self._seed = np.zeros(B, dtype=np.int64)
         self._active = np.zeros(B, dtype=bool)  # reset at least once
@@ -599,7 +600,6 @@ class BatchedEdgeClusters:
             self._conflicts[ids] = 0
             self._invalid[ids] = 0
             self._used[ids] = 0
-            self._jct_sum[ids] = 0
             self._logical[ids] = 0
             self._active[ids] = True
             self._over[ids] = False
@@ -674,7 +674,7 @@ class BatchedEdgeClusters:
             p = self._new_progress(types, c, g, lc, lg, p, counts, rows)
             _apply_progress(
                 pos, c, g, p, DONE_THRESHOLD, self._t, self._run, self._rinfo, self._rprog, self._status,
-                self._finish, self._nfin, self._jct_sum, self._arrival, self._free,
+                self._finish, self._nfin, self._free,
             )
         self._refill(rows, tick=True)
         return team, cluster_rewards
@@ -733,15 +733,21 @@ class BatchedEdgeClusters:
 
     # ------------------------------------------------------------------ results
     def _metrics(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """:data:`EPISODE_INFO` of the environments ``rows`` as float64 arrays (JCT terms:
+        :func:`envs.metrics.jct_terms`, the definition the single env uses)."""
         nfin = self._nfin[rows]
         steps = self._t[rows]
+        T = self.T
+        flat = rows[:, None] * T + np.arange(T)
+        time_sum, fin, unfin = jct_terms(self._arrival[flat], self._finish[flat], self._na[rows], steps)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean_jct = np.where(nfin > 0, self._jct_sum[rows] / np.maximum(nfin, 1), np.nan)
             util = self._used[rows] / self.capacity.sum(axis=0) / np.maximum(steps, 1)[:, None]
         util[steps == 0] = 0.0
         return {
-            "mean_jct": mean_jct,
+            "mean_jct": mean_jct(time_sum, fin, unfin),
             "num_finished": nfin.astype(np.float64),
+            "num_unfinished": unfin.astype(np.float64),
+            "truncated": (nfin < T).astype(np.float64),
             "steps": steps.astype(np.float64),
             "conflicts": self._conflicts[rows].astype(np.float64),
             "invalid": self._invalid[rows].astype(np.float64),
@@ -750,13 +756,15 @@ class BatchedEdgeClusters:
             "length": self._logical[rows].astype(np.float64),
         }
 
-    def episode_metrics(self, env_id: int) -> dict[str, float | int]:
-        """Like :func:`envs.gym_env.episode_metrics` of that environment's simulator."""
+    def episode_metrics(self, env_id: int) -> dict[str, Any]:
+        """:func:`envs.metrics.episode_metrics` of that environment (the same keys and values)."""
         b = int(env_id)
         m = self._metrics(np.array([b]))
         return {
             "mean_jct": float(m["mean_jct"][0]),
             "num_finished": int(self._nfin[b]),
+            "num_unfinished": int(m["num_unfinished"][0]),
+            "truncated": bool(m["truncated"][0]),
             "steps": int(self._t[b]),
             "conflicts": int(self._conflicts[b]),
             "invalid": int(self._invalid[b]),

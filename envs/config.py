@@ -45,9 +45,9 @@ CONNECTIVITY_MODELS = ("bandwidth", "random_subset")
 class TaskType(ConfigSection):
     """One kind of ML task: arrival probability, minimum (CPU, GPU), progress function."""
 
-    name: str
-    prob: float
-    min_req: tuple[int, int]
+    name: str  # the type's label (task type one-hot order follows the list)
+    prob: float  # probability that an arriving task is of this type (the list's probabilities sum to 1)
+    min_req: tuple[int, int]  # minimum (CPU, GPU) the task needs to make progress
     progress: Mapping[str, Any]  # {"kind": <registered kind>, its parameters}: checked by from_dict
 
     # declared once (envs/config_section.py); from_dict names each entry scenario.task_types[k]
@@ -74,9 +74,9 @@ class Connectivity(ConfigSection):
     Only clusters that can host the task type at its minimum requirement are reachable.
     """
 
-    model: str = "bandwidth"
-    bandwidth_range: tuple[float, float] = (1.0, 13.0)
-    threshold: float = 5.0
+    model: str = "bandwidth"  # bandwidth (links drawn per device and cluster) or random_subset (the reference code's)
+    bandwidth_range: tuple[float, float] = (1.0, 13.0)  # uniform range of a link's bandwidth (Mbps)
+    threshold: float = 5.0  # a link is usable at this bandwidth or more (Mbps)
 
     SECTION = "scenario.connectivity"
     CHECKS = (
@@ -93,7 +93,7 @@ class TraceSource(ConfigSection):
     """Where test-bed progress parameters come from and how they are turned into progress."""
 
     params: str = ""  # path of a fitted parameter JSON; "" = the table shipped in envs/data
-    mode: str = TRACE_MODES[0]
+    mode: str = TRACE_MODES[0]  # powerlaw (the correct per-step difference) or legacy (the reference code's bug)
 
     SECTION = "scenario.trace"
     CHECKS = (one_of("mode", TRACE_MODES),)
@@ -104,26 +104,26 @@ class TraceSource(ConfigSection):
 class ScenarioConfig(ConfigSection):
     """A complete, validated scenario. See ``configs/*.yaml`` for the shipped ones."""
 
-    name: str = field(default="custom", kw_only=True)
-    mode: str
-    num_clusters: int
+    name: str = field(default="custom", kw_only=True)  # the scenario's name (a YAML's file stem by default)
+    mode: str  # single (one placement per cluster per real step) or multi (several logical rounds per real step)
+    num_clusters: int  # N, one agent each
     capacities: tuple[tuple[int, int], ...]  # one entry is broadcast to every cluster by from_dict
-    per_task_max: tuple[int, int]
-    arrival_rate: float
-    num_tasks: int
-    task_types: tuple[TaskType, ...]
+    per_task_max: tuple[int, int]  # the most (CPU, GPU) one task may be given
+    arrival_rate: float  # Poisson arrivals per real step (lambda)
+    num_tasks: int  # tasks per episode (workload)
+    task_types: tuple[TaskType, ...]  # the task types (see "task types" below)
     switch_overhead: float = 1.0  # progress factor on the step after a reallocation; 1 = none
-    pending_slots: int = 10
-    connectivity: Connectivity = field(default_factory=Connectivity)
-    trace: TraceSource = field(default_factory=TraceSource)
-    progress_noise: float = 0.0
-    reward: str = "team"
+    pending_slots: int = 10  # P: the earliest waiting tasks each cluster's agent sees
+    connectivity: Connectivity = field(default_factory=Connectivity)  # which clusters a task can reach
+    trace: TraceSource = field(default_factory=TraceSource)  # test-bed progress parameters
+    progress_noise: float = 0.0  # uniform noise on every step's progress, from its own RNG stream
+    reward: str = "team"  # team: -(tasks alive) per real step; per_cluster: the paper's per-agent reward
     max_steps: int = 20000  # real-step cap: the episode is truncated there
     #: agents' action mask only (observation ``feasible``): a pending task is offered to a
     #: cluster's agent only if, given all the cluster's free resources (up to ``per_task_max``),
     #: it would finish within this many times its fastest duration there; 0 = no limit (paper)
     max_start_slowdown: float = 0.0
-    eval_overrides: Mapping[str, Any] = field(default_factory=dict)
+    eval_overrides: Mapping[str, Any] = field(default_factory=dict)  # scenario keys of the evaluation variant
 
     # declared once (envs/config_section.py): fields without a default are required; from_dict
     # types and checks these before it builds the structure (capacities, task types, sub-sections)

@@ -12,6 +12,7 @@ with neither, a seed is drawn from ``self.np_random``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping, Sequence
 
 import gymnasium
@@ -21,6 +22,7 @@ from gymnasium import spaces
 from .config import ConfigError, ScenarioConfig, apply_overrides, from_dict, load_scenario, to_dict
 from .core import Simulator
 from .joint_action import StepReport, apply_joint_action, needs_advance
+from .metrics import episode_info, episode_metrics  # noqa: F401  (episode_metrics: re-exported, its old home)
 from .observation import KEYS, ObservationBuilder, ObservationSpec
 from .progress import build_progress_functions
 
@@ -58,26 +60,14 @@ def action_space(spec: ObservationSpec) -> spaces.MultiDiscrete:
     return spaces.MultiDiscrete(np.tile(np.array([spec.P, spec.A, 2], dtype=np.int64), (spec.N, 1)))
 
 
-def episode_metrics(sim: Simulator) -> dict[str, float | int]:
-    """Summary of a finished (or truncated) episode, as put in ``info["episode_metrics"]``."""
-    finish = sim.finish[: sim.next_arrival]
-    done = finish >= 0
-    jct = finish[done] - sim.arrival[: sim.next_arrival][done]
-    usage = sim.usage_series()
-    if usage.shape[0]:
-        frac = usage.sum(axis=1) / sim.capacity.sum(axis=0)
-        cpu_util, gpu_util = float(frac[:, 0].mean()), float(frac[:, 1].mean())
-    else:
-        cpu_util = gpu_util = 0.0
-    return {
-        "mean_jct": float(jct.mean()) if jct.size else float("nan"),
-        "num_finished": int(sim.num_finished),
-        "steps": int(sim.t),
-        "conflicts": int(sim.conflicts),
-        "invalid": int(sim.invalid),
-        "cpu_util": cpu_util,
-        "gpu_util": gpu_util,
-    }
+def check_render_mode(render_mode: Any) -> None:
+    """Nothing is rendered: None passes, a mode name is ignored with a warning, anything else
+    is a :class:`ConfigError`."""
+    if render_mode is None:
+        return
+    if not isinstance(render_mode, str):
+        raise ConfigError(f"render_mode must be None or a render mode name, got {render_mode!r}")
+    warnings.warn(f"render_mode {render_mode!r} ignored: TapFinger/EdgeClusters renders nothing", stacklevel=3)
 
 
 class EdgeClustersEnv(gymnasium.Env):
@@ -115,14 +105,21 @@ class EdgeClustersEnv(gymnasium.Env):
 
     ## Episode end
     ``terminated``: every task of the episode arrived and completed. ``truncated``: real time
-    reached ``max_steps`` first. Either way ``info["episode_metrics"]`` summarises the episode
-    (:func:`episode_metrics`).
+    reached the scenario's ``max_steps`` first, or (made through ``gymnasium.make``) the
+    registration's ``max_episode_steps`` logical steps passed (Gymnasium's ``TimeLimit``;
+    :data:`envs.registration.MAX_EPISODE_STEPS`). Either way ``info["episode_metrics"]`` summarises
+    the episode and ``info["mean_jct"]`` repeats its mean JCT (:mod:`envs.metrics`: a cut-off
+    episode counts its unfinished tasks at their time in system so far and says ``truncated``).
 
     ## Arguments
         scenario: a scenario name from ``configs/`` (e.g. ``"synthetic-3"``), a YAML path or a
             :class:`~envs.config.ScenarioConfig`.
         overrides: ``key=value`` strings or a mapping of dotted keys applied to the scenario.
         evaluation: use the scenario's evaluation variant (``cfg.for_evaluation()``).
+        render_mode: the env renders nothing (``metadata["render_modes"]`` is empty); a mode
+            name (e.g. the ``"rgb_array"`` Stable-Baselines3's ``make_vec_env`` passes) is
+            accepted with a warning and ignored (``self.render_mode`` stays None); anything but
+            a string or None is a :class:`~envs.config.ConfigError`.
     """
 
     metadata = {"render_modes": []}
@@ -134,8 +131,7 @@ class EdgeClustersEnv(gymnasium.Env):
         evaluation: bool = False,
         render_mode: str | None = None,
     ) -> None:
-        if render_mode is not None:
-            raise ConfigError(f"render_mode {render_mode!r} is not supported (no rendering)")
+        check_render_mode(render_mode)
         self.render_mode = None
         self.cfg = resolve_scenario(scenario, overrides, evaluation)
         self.obs_spec = ObservationSpec.from_config(self.cfg)
@@ -198,7 +194,7 @@ class EdgeClustersEnv(gymnasium.Env):
         }
         if terminated or truncated:
             self._over = True
-            info["episode_metrics"] = episode_metrics(sim)
+            info.update(episode_info(sim))
         return self._builder(sim), reward, terminated, truncated, info
 
     def render(self) -> None:  # no render modes

@@ -201,11 +201,50 @@ def needs_advance(sim: Any, report: StepReport) -> bool:
     return bool(sim.single or report.placed == 0)
 
 
+def allocation_in_bounds(cpu: Any, gpu: Any, low: Any, high: Any) -> Any:
+    """Rule 6's bounds: ``low <= (cpu, gpu) <= high`` componentwise (``low``/``high``: ``(..., 2)``).
+
+    Operators only, so one rule serves numpy arrays (:func:`allocation_mask`) and torch tensors
+    (the policy's allocation head, :func:`networks.heads.allocation_mask`) alike.
+    """
+    return (cpu >= low[..., 0]) & (cpu <= high[..., 0]) & (gpu >= low[..., 1]) & (gpu <= high[..., 1])
+
+
+def allocation_mask(low: np.ndarray, high: np.ndarray, alloc_dims: tuple[int, int]) -> np.ndarray:
+    """Allocation indices an agent may send for a task: void (0) or within rule 6's bounds.
+
+    ``low``: ``(..., 2)`` task minimums (``pending_min``), ``high``: ``(..., 2)`` the cluster's
+    ``alloc_high`` (broadcast against ``low``); returns bool ``(..., A)``, ``A = C1 * G1``.
+    """
+    c1, g1 = alloc_dims
+    a = np.arange(c1 * g1)
+    lo, hi = np.asarray(low)[..., None, :], np.asarray(high)[..., None, :]
+    return allocation_in_bounds(a // g1, a % g1, lo, hi) | (a == 0)
+
+
+def claim_task(feasible: np.ndarray, pending_where: np.ndarray, agent: int, slot: int) -> None:
+    """Mark the task in ``agent``'s ``slot`` as taken for every agent (rule 5: a task started by
+    one agent is a conflict for the others), in place on a ``feasible (N, P)`` copy."""
+    where = pending_where[agent, slot]
+    js = np.flatnonzero(where >= 0)
+    feasible[js, where[js]] = False
+
+
+def choice_mask(obs: dict[str, np.ndarray], agent: int, alloc_dims: tuple[int, int],
+                feasible: np.ndarray | None = None) -> np.ndarray:
+    """``(P, A)`` bool: the ``(slot, allocation)`` pairs ``agent`` is offered, as the learned policy
+    masks them: a ``feasible`` slot (the observation's, or a copy after :func:`claim_task` calls)
+    with an allocation of :func:`allocation_mask` (void included)."""
+    feas = (obs["feasible"] if feasible is None else feasible)[agent].astype(bool)
+    allowed = allocation_mask(obs["pending_min"][agent], obs["alloc_high"][agent], alloc_dims)
+    return allowed & feas[:, None]
+
+
 def random_valid_action(obs: dict[str, np.ndarray], gpu_axis: int, rng: np.random.Generator) -> np.ndarray:
     """A random joint action that only makes valid choices (for benchmarks and tests).
 
     Each agent with a feasible slot picks one uniformly, skipping tasks a lower-index agent
-    already took in this action (found through ``pending_where``), and a uniform allocation in
+    already took in this action (:func:`claim_task`), and a uniform allocation in
     ``[pending_min, alloc_high]``; an agent with nothing left sends ``[0, 0, 0]``.
     ``gpu_axis`` is ``G1`` (``spec.alloc_dims[1]``).
     """
@@ -224,7 +263,5 @@ def random_valid_action(obs: dict[str, np.ndarray], gpu_axis: int, rng: np.rando
         c = int(rng.integers(lo[0], hi[0] + 1))
         g = int(rng.integers(lo[1], hi[1] + 1))
         action[i] = (p, c * gpu_axis + g, 0)
-        w = where[i, p]
-        js = np.flatnonzero(w >= 0)
-        feasible[js, w[js]] = False  # the task is taken for higher-index agents
+        claim_task(feasible, where, i, p)
     return action

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from envs.joint_action import allocation_in_bounds
+
 from .gemm import apply_linear, linear
 
 MASK_VALUE = -1e9  # logit of a masked choice: exp() underflows to exactly 0, no inf/NaN
@@ -104,15 +106,14 @@ class SlotProjector(nn.Module):
 
 
 def allocation_mask(low: Tensor, high: Tensor, alloc_dims: tuple[int, int]) -> Tensor:
-    """Valid allocation indices: void (0) or ``low <= (c, g) <= high`` componentwise.
+    """Valid allocation indices: void (0) or ``low <= (c, g) <= high`` componentwise (the
+    joint-action rule :func:`envs.joint_action.allocation_in_bounds`, on tensors).
 
     ``low``, ``high``: ``(..., 2)`` integer tensors. Returns a bool tensor ``(..., A)``.
     """
     C1, G1 = alloc_dims
     a = torch.arange(C1 * G1, device=low.device)
-    c, g = a // G1, a % G1
-    lo, hi = low.unsqueeze(-2), high.unsqueeze(-2)  # (..., 1, 2)
-    ok = (c >= lo[..., 0]) & (c <= hi[..., 0]) & (g >= lo[..., 1]) & (g <= hi[..., 1])
+    ok = allocation_in_bounds(a // G1, a % G1, low.unsqueeze(-2), high.unsqueeze(-2))  # bounds (..., 1, 2)
     return ok | (a == 0)
 
 

@@ -306,6 +306,20 @@ def test_evaluation_variant_and_full_testbed_episode():
 
 
 # ------------------------------------------------------------------ interface
+@pytest.mark.parametrize("mode", ["single", "multi"])
+def test_truncated_episode_metrics_agree_and_count_unfinished_tasks(mode):
+    """One metric definition (envs.metrics): a cut-off episode's mean JCT counts the unfinished
+    tasks at their time in system, in the single env and in the batched one alike."""
+    cfg = resolve_scenario("synthetic-3", ["num_tasks=40", "max_steps=9", f"mode={mode}"])
+    batch, envs, ended = run_pair(cfg, 2, [3, 4], 0, 200, subset=False, policy="valid")
+    assert ended >= 2  # episodes cut off at the cap, their ep_* metrics compared by run_pair
+    for b, env in enumerate(envs):  # the last episode of each, ended or in progress
+        m, rec = batch.episode_metrics(b), env.sim.records()
+        assert m["truncated"] and m["num_unfinished"] == int((rec["finish"] < 0).sum()) > 0
+        in_system = np.where(rec["finish"] >= 0, rec["finish"], env.sim.t) - rec["arrival"]
+        assert m["mean_jct"] == pytest.approx(in_system.mean()) == episode_metrics(env.sim)["mean_jct"]
+
+
 def test_interface_errors_and_shapes():
     batch = BatchedEdgeClusters("synthetic-3", 3, overrides=["num_tasks=10"])
     N = 3

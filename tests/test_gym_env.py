@@ -13,7 +13,7 @@ from envs.config import ConfigError, available_scenarios, load_scenario
 from envs.core import Simulator
 from envs.gym_env import EdgeClustersEnv
 from envs.joint_action import ActionShapeError, apply_joint_action, random_valid_action
-from envs.registration import ENV_ID, register_envs
+from envs.registration import ENV_ID, MAX_EPISODE_STEPS, register_envs
 
 # every task reaches every cluster, all arrive at t = 0: pending sets are identical
 SHARED = {"arrival_rate": 10000, "num_tasks": 12, "connectivity.threshold": 0.0}
@@ -191,7 +191,8 @@ def test_team_return_is_minus_total_completion_time(name):
     assert (jct > 0).all() and jct.size == 80
     assert sum(rewards) == -float(jct.sum())
     m = info["episode_metrics"]
-    assert m["num_finished"] == 80 and m["mean_jct"] == pytest.approx(jct.mean())
+    assert m["num_finished"] == 80 and m["mean_jct"] == pytest.approx(jct.mean()) == info["mean_jct"]
+    assert m["num_unfinished"] == 0 and not m["truncated"]
     assert m["steps"] == env.sim.t and m["conflicts"] == 0 and m["invalid"] == 0
     assert 0 < m["cpu_util"] <= 1 and 0 < m["gpu_util"] <= 1
 
@@ -225,9 +226,44 @@ def test_truncation_at_the_step_cap():
         _, _, terminated, truncated, info = env.step(np.zeros((3, 3), dtype=np.int64))
         assert not terminated
         assert truncated == (k == 4)
-    assert info["episode_metrics"]["steps"] == 5 and info["episode_metrics"]["num_finished"] == 0
+    m = info["episode_metrics"]
+    assert m["steps"] == 5 and m["num_finished"] == 0 and m["truncated"]
+    # nothing finished: every arrived task counts at its time in system so far (5 - arrival)
+    arrival = env.sim.arrival[: env.sim.next_arrival]
+    assert m["num_unfinished"] == arrival.size > 0 and m["mean_jct"] == pytest.approx((5 - arrival).mean())
+    assert info["mean_jct"] == m["mean_jct"]
     with pytest.raises(RuntimeError):
         env.step(np.zeros((3, 3), dtype=np.int64))
+
+
+def test_registration_caps_episodes_and_a_time_limit_cut_reports_honest_metrics():
+    register_envs()
+    assert gymnasium.spec(ENV_ID).max_episode_steps == MAX_EPISODE_STEPS
+    env = gymnasium.make(ENV_ID, scenario="synthetic-3")
+    assert env.spec.max_episode_steps == MAX_EPISODE_STEPS
+    env = gymnasium.make(ENV_ID, scenario="synthetic-3", max_episode_steps=6)
+    env.reset(seed=0)
+    rng, total = np.random.default_rng(0), 0.0
+    obs = env.unwrapped.observe()
+    for k in range(6):
+        obs, reward, terminated, truncated, info = env.step(random_valid_action(obs, 17, rng))
+        total += reward
+        assert not terminated and truncated == (k == 5)
+    m = info["episode_metrics"]  # added by the EpisodeMetrics wrapper above TimeLimit
+    assert m["truncated"] and m["num_unfinished"] > 0 and info["mean_jct"] == m["mean_jct"]
+    assert m["mean_jct"] * (m["num_finished"] + m["num_unfinished"]) == pytest.approx(-total)
+
+
+def test_a_render_mode_is_ignored_with_a_warning():
+    with pytest.warns(UserWarning, match="renders nothing"):
+        env = EdgeClustersEnv("synthetic-3", render_mode="rgb_array")
+    assert env.render_mode is None and env.render() is None
+    with pytest.warns(UserWarning) as caught:  # Gymnasium's "not in the possible render_modes" and ours
+        made = gymnasium.make(ENV_ID, scenario="synthetic-3", render_mode="rgb_array")
+    assert any("renders nothing" in str(w.message) for w in caught)
+    assert made.unwrapped.render_mode is None
+    with pytest.raises(ConfigError, match="render_mode"):
+        EdgeClustersEnv("synthetic-3", render_mode=3)
 
 
 def test_same_seed_same_actions_same_observations():

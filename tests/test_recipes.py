@@ -176,6 +176,29 @@ def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
     index = (out / "README.md").read_text()
     assert "[tiny-3](tiny-3.md)" in index and "python benchmarks/reproduce.py --index-only" in index
     assert (tmp / "ship" / "tiny-3.pt").read_bytes() == (tmp / "runs" / "tiny-3" / "s0" / "best.pt").read_bytes()
+    shipped = (tmp / "ship" / "README.md").read_text()
+    assert "| `tiny-3.pt` | `python benchmarks/reproduce.py --config" in shipped and "128 env steps" in shipped
+
+
+def test_the_checkpoint_index_names_a_file_that_is_no_seed_of_its_recipe(reproduced, tmp_path):
+    from agents.evaluation.results import checkpoint_index
+
+    tmp, _, _ = reproduced
+    ship = tmp_path / "ship"
+    ship.mkdir()
+    (ship / "tiny-3.pt").write_bytes((tmp / "runs" / "tiny-3" / "s1" / "best.pt").read_bytes())  # seed 1, not 0
+    assert "not a seed of the current recipe" in checkpoint_index(ship, tmp / "results")
+
+
+def test_the_readme_shows_the_generated_results_table():
+    from agents.evaluation.results import README_BEGIN, README_END, readme_table
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
+    generated = ROOT / "docs" / "results" / "README.md"
+    assert block == (readme_table(generated.read_text()) if generated.is_file() else "")
+    if generated.is_file():
+        assert "](docs/results/" in block  # the scenario links work from the top level
 
 
 def test_reproduce_does_not_train_a_finished_seed_again(reproduced):

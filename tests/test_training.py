@@ -158,7 +158,9 @@ def test_resume_accepts_a_checkpoint_from_before_a_policy_field_existed(smoke_ru
     old.parent.mkdir()
     torch.save(ckpt, old)
     resumed = prepare_run(None, [], flags={"steps": 200}, resume=str(old))
-    assert resumed.policy.conflicts == "bayes" and resumed.run_dir == old.parent
+    assert resumed.policy.conflicts == "bayes"
+    # a copied file is not in its run's directory: it goes on as a new run under the logdir
+    assert resumed.fresh_dir and resumed.run_dir.parent == Path(spec.train.logdir) and resumed.run_dir != spec.run_dir
     with pytest.raises(ConfigError, match="policy.conflicts"):
         prepare_run(None, ["policy.conflicts=sequential"], flags={"steps": 200}, resume=str(old))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -108,6 +109,7 @@ class RecipeResults:
     validation_baselines: dict[str, float | None]
     over_seeds: dict[str, Any] = field(default_factory=dict)
     recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections
+    seed0_sha256: str | None = None  # of seed 0's best.pt: the file ``--ship`` copies to checkpoints/
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,10 +413,78 @@ def index_markdown(entries: Sequence[RecipeResults], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_index(out: Path, command: str, order: Sequence[str] = ()) -> Path:
-    """``README.md`` over every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first)."""
+def read_all(out: Path, order: Sequence[str] = ()) -> list[RecipeResults]:
+    """Every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first, then by name)."""
     found = {p.stem: read_results(p) for p in sorted(out.glob("*.json")) if not p.stem.startswith("ablation")}
     names = [n for n in order if n in found] + [n for n in sorted(found) if n not in order]
+    return [found[n] for n in names]
+
+
+def write_index(out: Path, command: str, order: Sequence[str] = ()) -> Path:
+    """``README.md`` over every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first)."""
     path = out / "README.md"
-    path.write_text(index_markdown([found[n] for n in names], command))
+    path.write_text(index_markdown(read_all(out, order), command))
     return path
+
+
+#: the markers of the generated results table in the top-level README.md
+README_BEGIN, README_END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def readme_table(index: str) -> str:
+    """The table lines of a results ``README.md`` as the top-level README shows them: links to a
+    scenario's page rewritten relative to it (``docs/results/<scenario>.md``)."""
+    table = "\n".join(line for line in index.splitlines() if line.startswith("|"))
+    return re.sub(r"\]\(([\w.-]+\.md)\)", r"](docs/results/\1)", table)
+
+
+def update_readme(readme: Path, index: str) -> bool:
+    """Put :func:`readme_table` of ``index`` between the results markers of ``readme``; False without markers."""
+    text = readme.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        return False
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_BEGIN}\n{readme_table(index)}\n{README_END}{tail}")
+    return True
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def checkpoint_index(checkpoints: Path, out: Path, order: Sequence[str] = ()) -> str:
+    """``checkpoints/README.md``: one row per shipped file, from the results of the recipe whose
+    seed 0 it is (matched by content); a file that is no such seed says so."""
+    by_sha = {r.seed0_sha256: r for r in read_all(out, order) if r.seed0_sha256}
+    lines = [
+        "# Shipped checkpoints",
+        "",
+        "Each file is seed 0 of its scenario's recipe, copied by `benchmarks/reproduce.py --ship checkpoints` "
+        "(this table is written by the same command). Retrain one with the command shown; "
+        "`python train.py --config <scenario> --seed 0` is its training run. Held out: workloads "
+        "500000..500029, mean JCT of this file and the mean over the recipe's training seeds.",
+        "",
+        "| file | command | budget | wall time, device (this seed) | held out: this file | mean over seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = [n for n in order if (checkpoints / f"{n}.pt").is_file()]
+    names += sorted(p.stem for p in checkpoints.glob("*.pt") if p.stem not in names)
+    for name in names:
+        path = checkpoints / f"{name}.pt"
+        r = by_sha.get(file_sha256(path))
+        if r is None:
+            lines.append(f"| `{path.name}` | not a seed of the current recipe: trained before the recipes existed "
+                         f"(a chain of hand-run rounds); `reproduce.py --config {name} --ship checkpoints` replaces it "
+                         "| | | | |")
+            continue
+        row = next(x for x in r.rows if x.seed == 0)
+        o = r.over_seeds
+        sd = "" if o.get("sd") is None else f" ± {o['sd']:.2f}"
+        lines.append(f"| `{path.name}` | `{r.command}` | {row.env_steps:,} env steps | {_duration(row.wall_s)}, "
+                     f"{row.device} | {_fmt(row.heldout_mean_jct)} | {_fmt(o.get('mean_jct'))}{sd} "
+                     f"({len(r.rows)} seed{'s' if len(r.rows) > 1 else ''}) |")
+    lines.append("")
+    return "\n".join(lines)

@@ -298,7 +298,7 @@ def run_metadata(run: EvaluationRun, extra: dict[str, Any] | None = None) -> dic
 # Printed table
 # ---------------------------------------------------------------------------------------
 def _f(v: float | None, width: int, digits: int = 2) -> str:
-    return f"{v:>{width}.{digits}f}" if v is not None else f"{'-':>{width}}"
+    return f"{v:>{width}.{digits}f}" if v is not None else f"{'n/a':>{width}}"
 
 
 def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> str:
@@ -342,6 +342,10 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         if truncated:
             line += f"{truncated.get(name, 0):>6d}"
         lines.append(line)
+    unfinished = [name for name, sc in scheds.items() if sc["mean_jct"] is None]
+    if unfinished:
+        lines.append(f"n/a: {', '.join(unfinished)} finished no task on any seed (no JCT to average; "
+                     "tasks_in_system and utilisation still count)")
     if reduction:
         tap = run.policy_names[0] if run and run.policy_names else "tapfinger"
         lines.append(f"tap. gain: {tap}'s mean-JCT reduction against the row, 1 - {tap}/row; paired Δ: "
@@ -367,6 +371,8 @@ def target_text(summary: dict[str, Any], policy: str) -> str:
         return "target: no non-oracle baseline in this evaluation"
     beats = {True: "yes", False: "no", None: "undecided (one seed)"}[t["beats_best_non_oracle"]]
     ratio = t["bound_ratio"]
+    if ratio is None:
+        return f"target: {policy} finished no task, so it has no mean JCT to compare -> not met"
     within = "yes" if t["within_bound_ratio"] else "no"
     oracle = t["best_oracle"]
     oracle_text = f"; best oracle baseline {oracle} (paired Δ {_paired_text(summary['paired'][oracle])})" if oracle else ""

@@ -38,7 +38,7 @@ every read goes through :func:`agents.checkpoint.read_checkpoint` (``weights_onl
 
 from __future__ import annotations
 
-from ..vector_env import SeedSchedule  # re-exported: callers import it from here
+from ..vector_env import SeedSchedule, WorkerDied  # re-exported: callers import them from here
 from .checkpoints import BEST, CKPT_KEYS, LAST, load_checkpoint, save_checkpoint
 from .envs import (
     TrainingEnv,
@@ -125,5 +125,6 @@ __all__ = [
     "training_scenario",
     "vector_kind",
     "warm_start",
+    "WorkerDied",
     "write_config",
 ]

@@ -13,7 +13,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from tianshou.algorithm.optim import AdamOptimizerFactory
@@ -24,9 +24,10 @@ from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from ..train_config import ARGMAX
-from ..vector_env import BatchCollector, BatchedReplayBuffer
+from ..vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
 from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .envs import evaluation_envs, training_envs
+from . import rundir
 from .logger import RunLogger
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec, check_environment, configure_process, write_config
@@ -69,16 +70,28 @@ class TrainingInterrupted(Exception):
         self.result = result
 
 
-def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResult:
-    """Train (or resume) one run; see the package docstring. Raises :class:`TrainingInterrupted` on Ctrl-C."""
+def run_training(spec: RunSpec, device: torch.device | None = None,
+                 on_start: Callable[[Path], None] | None = None) -> TrainResult:
+    """Train (or resume) one run; see the package docstring.
+
+    The run directory is taken first (:func:`agents.training.rundir.claim`), then ``on_start(run_dir)``
+    is called. Raises :class:`TrainingInterrupted` on Ctrl-C (or SIGTERM turned into one), and
+    :class:`~agents.vector_env.WorkerDied` when a vector env worker process or Ray actor died; both
+    after saving ``last.pt``."""
     t = spec.train
     device = device or check_environment(spec)
+    start = time.perf_counter()
+    # the run directory first: a new run creates it exclusively, a resumed one locks its own
+    retry = (lambda: rundir.default_run_name(spec.scenario.name, spec.policy.variant, t.seed))
+    spec.run_dir, lock = rundir.claim(spec.run_dir, spec.fresh_dir, spec.default_name, retry)
+    if on_start is not None:
+        on_start(spec.run_dir)
     configure_process(t)
     if spec.resume is None:
         seed_everything(t.seed)
-    start = time.perf_counter()  # the run directory is created by write_config, once the envs exist
 
     with ExitStack() as cleanup:
+        cleanup.callback(lock.release)
         # environments: training (workload seeds keyed by restart) and held-out evaluation
         train_envs = training_envs(spec.scenario, t, spec.restarts)
         cleanup.callback(_close_quietly, train_envs)
@@ -108,9 +121,16 @@ def run_training(spec: RunSpec, device: torch.device | None = None) -> TrainResu
         session.trainer = trainer
         if spec.resume is not None:
             set_rng_state(spec.resume["rng"])
+        if not (spec.run_dir / LAST).is_file():  # a run always has something to resume from
+            session.save(LAST)
 
-        # train (Ctrl-C stops early), save last.pt, summarise
-        interrupted = _run(trainer)
+        # train (Ctrl-C and SIGTERM stop early), save last.pt, summarise
+        try:
+            interrupted = _run(trainer)
+        except WorkerDied as exc:
+            last = session.save(LAST)
+            raise WorkerDied(f"{exc}; saved {last} at env step {session.env_step()} "
+                             f"(resume with --resume {last})") from None
         result = _finish(spec, session, start, interrupted)
     if interrupted:
         raise TrainingInterrupted(result)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import sys
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -21,6 +20,7 @@ from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict,
 
 from ..allocator import configure_allocator
 from ..train_config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
+from . import rundir
 from .checkpoints import load_checkpoint
 from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
 
@@ -44,6 +44,12 @@ class RunSpec:
     status_every_s: float | None = None
     #: print the one-line summary of every evaluation ("step X: eval mean JCT ..."; train.py sets it)
     eval_lines: bool = False
+    #: the run's id (:data:`~agents.training.rundir.RUN_ID`): in every checkpoint and ``config.yaml``
+    run_id: str | None = None
+    #: the run directory is new (created exclusively when the run starts) rather than the resumed run's own
+    fresh_dir: bool = True
+    #: the directory name was drawn by :func:`~agents.training.rundir.default_run_name` (drawn again if taken)
+    default_name: bool = True
 
     @property
     def resumed_counters(self) -> dict[str, Any]:
@@ -87,8 +93,8 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 
 def default_run_name(scenario: ScenarioConfig, policy: PolicyConfig, train: TrainConfig) -> str:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{scenario.name}-{policy.variant}-s{train.seed}-{stamp}"
+    """``<scenario>-<variant>-s<seed>-<time>-<random>`` (:func:`agents.training.rundir.default_run_name`)."""
+    return rundir.default_run_name(scenario.name, policy.variant, train.seed)
 
 
 def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
@@ -123,7 +129,9 @@ def prepare_run(
     ``flags`` are explicit CLI values for :class:`TrainConfig` fields (``steps``, ``envs``,
     ``seed``, ``device``, ``logdir``, ``vector``); ``None`` values are ignored. With
     ``resume`` the checkpoint's configs are the base; a scenario or policy that differs from
-    the checkpoint's is refused (:class:`ConfigError`), train settings may change.
+    the checkpoint's is refused (:class:`ConfigError`), train settings may change. The run goes
+    on in the checkpoint's own run directory, or in a new one under ``--logdir`` when the file is
+    not in its run's directory (:mod:`agents.training.rundir`). Nothing is created here.
     """
     split: SplitOverrides = split_overrides(overrides)
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
@@ -169,10 +177,19 @@ def prepare_run(
                 f"nothing to do: {ckpt['_path']} already has {done} env steps and the step budget is "
                 f"{train.steps} (pass a larger --steps)"
             )
-        run_dir = Path(ckpt["_path"]).parent
-    else:
-        run_dir = Path(train.logdir) / (train.run_name or default_run_name(scenario, policy, train))
-    return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=run_dir, resume=ckpt)
+    rundir.check_run_name(train.run_name)
+    own_dir = Path(ckpt["_path"]).parent if ckpt is not None else None
+    if own_dir is not None and rundir.owns(ckpt, own_dir):
+        # the checkpoint sits in its own run directory: the run goes on there, with its id
+        return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=own_dir, resume=ckpt,
+                       run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False)
+    # a new run, or a shipped / copied checkpoint continued as a new run (its history carried on;
+    # the name it was saved under is its old run's, so only a name given now is used)
+    if ckpt is not None and "run_name" not in {**train_yaml, **flags, **split.train}:
+        train.run_name = None
+    name = train.run_name or default_run_name(scenario, policy, train)
+    return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
+                   run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -194,7 +211,11 @@ def configure_process(train: TrainConfig, threads: int | None = None) -> None:
 
 
 def check_environment(spec: RunSpec) -> torch.device:
-    """Fail early (ConfigError) on a device or vector backend this machine lacks."""
+    """Fail early (ConfigError) on a plan beyond ``--steps`` or the machine's memory
+    (:func:`~agents.training.budget.check_plan`), or a device or vector backend this machine lacks."""
+    from .budget import check_plan
+
+    check_plan(spec)
     device = resolve_device(spec.train.device)
     if spec.train.shards > 1 and device.type != "cpu":
         raise ConfigError(f"train.shards={spec.train.shards} splits network passes over CPU threads; "
@@ -221,6 +242,7 @@ def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
     doc = {
         **resolved_config(spec),
         "meta": {
+            rundir.RUN_ID: spec.run_id,
             "gamma": spec.train.resolved_gamma(spec.scenario.mode),
             "vector": vector_kind(spec.train),
             "torch": str(torch.__version__),
@@ -229,5 +251,8 @@ def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
         },
     }
     path = spec.run_dir / CONFIG_FILE
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

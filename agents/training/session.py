@@ -26,6 +26,7 @@ from envs.config import ConfigError
 
 from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
 from .monitor import SystemMonitor
+from .rundir import RUN_ID
 from .stats import SchedulingCollectStats, evaluation_score
 
 if TYPE_CHECKING:
@@ -51,9 +52,12 @@ class Session:
         counters = spec.resumed_counters
         self.completed_epochs = int(counters.get("epoch", 0))
         self.restarts = spec.restarts
-        self.best_score = float(counters.get("best_score", -math.inf))
-        self.best_mean_jct: float | None = counters.get("best_mean_jct")
-        self.best_env_step: int | None = counters.get("best_env_step")
+        # a resumed run keeps its best; a checkpoint continued in a new directory starts a new best
+        # there (best.pt is the best evaluation of the directory it is in)
+        own = spec.resume is not None and not spec.fresh_dir
+        self.best_score = float(counters.get("best_score", -math.inf)) if own else -math.inf
+        self.best_mean_jct: float | None = counters.get("best_mean_jct") if own else None
+        self.best_env_step: int | None = counters.get("best_env_step") if own else None
         self.last_score = -math.inf
         self.last_mean_jct: float | None = None
         self.last_save_env_step = int(counters.get("env_step", 0))
@@ -65,10 +69,10 @@ class Session:
         self.last_rate: float | None = None
         self.monitor = SystemMonitor()
         best = spec.run_dir / BEST
-        if spec.resume is not None and best.is_file():  # best.pt may be newer than last.pt
+        if own and best.is_file():  # best.pt may be newer than last.pt; only this run's own counts
             try:
                 bc = load_checkpoint(best).get("counters", {})
-                if float(bc.get("best_score", -math.inf)) > self.best_score:
+                if bc.get(RUN_ID) == spec.run_id and float(bc.get("best_score", -math.inf)) > self.best_score:
                     self.best_score = float(bc["best_score"])
                     self.best_mean_jct = bc.get("best_mean_jct")
                     self.best_env_step = bc.get("best_env_step", bc.get("env_step"))
@@ -95,6 +99,7 @@ class Session:
             "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
             "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
             "wall_s": self.wall_s(),
+            RUN_ID: self.spec.run_id,
         }
 
     def wall_s(self) -> float:

@@ -1,0 +1,54 @@
+"""Output directories checked before any work starts: writable, not a file, room on the disk.
+
+``train.py`` (``--logdir``, through :func:`agents.training.rundir.claim`) and ``evaluate.py``
+(``--out``) call these before building a simulator or a network, so a bad location fails in a
+second with one line instead of after the work, with a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from envs.config import ConfigError
+
+#: free disk space required before a run starts: room for a few checkpoints and event files
+MIN_FREE_BYTES = 64 * 2**20
+
+
+def check_output_dir(path: str | Path, what: str) -> Path:
+    """ConfigError unless ``path`` is, or can be created as, a directory this process can write:
+    not a file, no file among its parents, writing allowed (checked by writing and deleting a
+    probe file in it, or in its nearest existing parent when it does not exist yet). Nothing is
+    left behind: a missing directory is created later by whoever writes there."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {str(path)!r} is a file, not a directory")
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {str(path)!r}: {str(existing)!r} is a file, not a directory")
+    probe = existing / f".write-test-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with probe.open("w") as f:
+            f.write("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not writable: {exc.strerror or exc}") from None
+    return path
+
+
+def check_free_space(path: str | Path, what: str, need: int = MIN_FREE_BYTES) -> None:
+    """ConfigError when the filesystem of ``path`` has less than ``need`` bytes free."""
+    existing = Path(path)
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if free < need:
+        raise ConfigError(f"{what} {str(path)!r}: only {free / 2**20:.1f} MiB free on its filesystem, "
+                          f"{need / 2**20:.0f} MiB needed for checkpoints")
