@@ -27,11 +27,11 @@ from typing import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agents.conflict import CONFLICT_MODES
-    from agents.online_floor import START_FLOORS
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
-    from agents.train_config import DEVICES, EVAL_ACTIONS
-    from agents.variants import VARIANT_NAMES
+    from agents.policy.conflict import CONFLICT_MODES
+    from agents.policy.online_floor import START_FLOORS
+    from agents.policy.variants import VARIANT_NAMES
+    from agents.training.config import DEVICES, EVAL_ACTIONS
 
     p = argparse.ArgumentParser(
         prog="evaluate.py",
@@ -105,7 +105,7 @@ def _device(name: str) -> str:
 
 
 def _seeds(args: argparse.Namespace) -> list[int]:
-    from agents.train_config import TRAIN_SEED_MIN
+    from agents.training.config import TRAIN_SEED_MIN
     from envs.config import ConfigError
 
     if args.seeds < 1:

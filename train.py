@@ -4,8 +4,8 @@
     python train.py --config configs/sjf-3.yaml --steps 200000 --envs 8 \\
         train.lr=3e-4 policy.hidden=64 num_tasks=96
 
-``key=value`` overrides: ``train.<field>`` (see ``agents/train_config.py``), ``policy.<field>``
-(``agents/policy.py``), ``scenario.<key>`` or a plain scenario key (dotted keys reach nested
+``key=value`` overrides: ``train.<field>`` (see ``agents/training/config.py``), ``policy.<field>``
+(``agents/policy/config.py``), ``scenario.<key>`` or a plain scenario key (dotted keys reach nested
 fields); they may stand anywhere on the command line, before or after the flags. Writes
 ``<logdir>/<run-name>/`` with ``config.yaml``, TensorBoard events, ``last.pt`` and ``best.pt``.
 Prints one line per evaluation (``step X: eval mean JCT Y (best Z at step S)``). Exit codes:
@@ -21,10 +21,10 @@ from typing import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # choices and defaults have one owner each: agents/train_config.py (TrainConfig, the vector
-    # kinds and devices) and agents/variants.py (the policy variants); neither imports torch
-    from agents.train_config import DEVICE_HELP, DEVICES, VECTOR_KIND_HELP, VECTOR_KINDS, TrainConfig
-    from agents.variants import DEFAULT_VARIANT, VARIANT_NAMES, VARIANTS
+    # choices and defaults have one owner each: agents/training/config.py (TrainConfig, the vector
+    # kinds and devices) and agents/policy/variants.py (the policy variants); neither imports torch
+    from agents.policy.variants import DEFAULT_VARIANT, VARIANT_NAMES, VARIANTS
+    from agents.training.config import DEVICE_HELP, DEVICES, VECTOR_KIND_HELP, VECTOR_KINDS, TrainConfig
 
     defaults = TrainConfig()
     p = argparse.ArgumentParser(
@@ -66,7 +66,7 @@ STATUS_EVERY_S = 30.0
 
 def check_arguments(args: argparse.Namespace) -> str | None:
     """Plain range checks, done before torch is imported; the error message or None."""
-    from agents.train_config import MAX_SEED
+    from agents.training.config import MAX_SEED
 
     for name, low in (("steps", 1), ("envs", 1), ("seed", 0)):
         value = getattr(args, name)
@@ -192,7 +192,7 @@ def _best_text(result) -> str:
         text += f" at env step {result.best_env_step}"
     if result.best_env_step == 0:
         text += (" (the untrained model: no later evaluation beat it; best.pt holds the initial weights. "
-                 "Train longer, see README 'Training budget')")
+                 "Train longer: each recipe's train.steps in configs/<scenario>.yaml is its budget)")
     return text
 
 

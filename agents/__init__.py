@@ -1,1 +1,8 @@
-"""Schedulers: the learned TapFinger policy and the baselines it is compared against."""
+"""Schedulers: the learned TapFinger policy and the baselines it is compared against.
+
+One sub-package per role: :mod:`agents.policy` (the network, its config and checkpoints, the
+scheduler that runs it), :mod:`agents.training` (PPO and training runs), :mod:`agents.evaluation`
+(evaluation runs, summaries, reports) and :mod:`agents.baselines`. Two small modules serve more
+than one of them: :mod:`agents.output_dirs` (output locations checked before any work starts, by
+training and by ``evaluate.py``) and :mod:`agents.lazy_exports` (the packages' lazy re-exports).
+"""

@@ -7,14 +7,15 @@ environments (``--vector``, any of ``train.py``'s kinds, default ``subproc``). T
 shrunk to clusters of (6, 6) with a per-task maximum of (6, 6), arrival rate 1 and 96 tasks,
 so each agent chooses among 16 allocations instead of 196 and only the minimum lets two tasks
 share a cluster; ``--full`` trains on the unmodified ``--config`` instead (it needs millions of
-steps, see the README). The PPO settings are :class:`agents.train_config.TrainConfig`'s
-defaults except lr 1e-3, 4 passes per batch, hidden size 64, collection batches of 1,024 env
-steps and a validation every 4,096 (``DEFAULTS``). It then evaluates the best checkpoint
-(chosen by the in-training validation on seeds 10_000+) and the last one with the
-deterministic policy on held-out workload seeds ``100_000 + k``, against ``random``, ``min``
-and ``optimus`` (skipped with a message if unavailable) on the same seeds, through the
-evaluation runner of ``evaluate.py`` (:func:`agents.evaluation.run_evaluation`; in-process, or
-in ``--workers`` processes: the numbers do not depend on the worker count). Usage::
+steps, as the recipes' budget in ``configs/<scenario>.yaml`` shows). The PPO settings are
+:class:`agents.training.config.TrainConfig`'s defaults except lr 1e-3, 4 passes per batch,
+hidden size 64, collection batches of 1,024 env steps and a validation every 4,096
+(``DEFAULTS``). It then evaluates the best checkpoint (chosen by the in-training validation on
+seeds 10_000+) and the last one with the deterministic policy on held-out workload seeds
+``100_000 + k``, against ``random``, ``min`` and ``optimus`` (skipped with a message if
+unavailable) on the same seeds, through the evaluation runner of ``evaluate.py``
+(:func:`agents.evaluation.run_evaluation`; in-process, or in ``--workers`` processes: the numbers
+do not depend on the worker count). Usage::
 
     python benchmarks/learning.py [--config sjf-3] [--full] [--steps 50000] [--envs 2]
                                   [--eval-seeds 10] [--workers 1] [--logdir DIR] [--json] [key=value ...]
@@ -41,7 +42,7 @@ import numpy as np
 
 from agents.evaluation import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
 from agents.evaluation.summary import mean_halfwidth, paired_from_means
-from agents.train_config import VECTOR_KINDS
+from agents.training.config import VECTOR_KINDS
 
 #: benchmark defaults (the run's own defaults are TrainConfig's); overridable with key=value
 DEFAULTS = [
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="evaluation worker processes (default 1, in-process: a spawned worker first loads torch "
                         "and the checkpoints, which costs more than it saves on a small evaluation)")
     p.add_argument("--vector", default="subproc", choices=VECTOR_KINDS,
-                   help="vector env, as train.py --vector (default subproc, the setting of the README's numbers)")
+                   help="vector env, as train.py --vector (default subproc)")
     p.add_argument("--logdir", default=None, help="keep the run here (default: a temporary directory)")
     p.add_argument("--json", action="store_true", help="print only the JSON line")
     p.add_argument("overrides", nargs="*", metavar="key=value")

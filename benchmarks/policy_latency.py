@@ -24,9 +24,9 @@ weights serve every N). ``--big-threads`` sets the torch threads of the large-ba
 (default: ``--threads``). ``--compile MODE`` runs the policy with
 :meth:`~agents.policy.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
 adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation. ``--precision
-bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.precision`).
+bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.training.precision`).
 ``--shards K`` runs the forward + backward keys on K row shards in parallel threads, one intra-op
-thread each (``train.shards``, :mod:`agents.shards`). ``policy.<field>=<value>`` overrides are
+thread each (``train.shards``, :mod:`agents.training.shards`). ``policy.<field>=<value>`` overrides are
 train.py's policy keys, applied last (``policy.hidden=64`` measures the size the shipped
 checkpoints use); the scenarios are fixed, so scenario and ``train.`` keys are refused.
 
@@ -47,12 +47,12 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from agents.conflict import CONFLICT_MODES
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
-from agents.precision import FLOAT32, PRECISIONS, autocast
-from agents.shards import run_sharded
+from agents.policy.conflict import CONFLICT_MODES
 from agents.training import policy_config_from
-from agents.train_config import COMPILE_MODES, split_overrides
+from agents.training.config import COMPILE_MODES, split_overrides
+from agents.training.precision import FLOAT32, PRECISIONS, autocast
+from agents.training.shards import run_sharded
 from envs import Simulator, load_scenario
 from envs.config import ConfigError
 from envs.observation import ObservationSpec, build_observation
@@ -135,9 +135,9 @@ def bench_device(
 
     ``big_threads``: torch threads for the large-batch keys (default: unchanged).
     ``compile_mode``: :meth:`TapFingerPolicy.compile_passes` first (the warm-up calls compile).
-    ``precision``: every call runs in :func:`agents.precision.autocast` (``train.precision``).
+    ``precision``: every call runs in :func:`agents.training.precision.autocast` (``train.precision``).
     ``shards``: the forward + backward keys run on that many row shards in parallel threads
-    (``train.shards``, :func:`agents.shards.run_sharded`).
+    (``train.shards``, :func:`agents.training.shards.run_sharded`).
     """
     res: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -187,7 +187,7 @@ def bench_device(
                 (logp.sum() + ent.sum() + value.sum()).backward()
 
             def step(shards: int = shards) -> None:
-                run_sharded(rows, size, shards)  # train.shards (agents/shards.py); 1: the whole batch
+                run_sharded(rows, size, shards)  # train.shards (agents/training/shards.py); 1: the whole batch
 
             w, c = time_calls(step, max(2, repeats // (10 if size == 256 else 20)), 1, device)
             key = f"{tag}-N6-train-b{size}"

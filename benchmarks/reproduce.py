@@ -23,12 +23,8 @@ rewrites ``README.md`` from the JSON files already there (with ``--ship DIR`` al
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -63,75 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train (or resume) the seeds and stop: no evaluation, no files written")
     p.add_argument("--index-only", action="store_true", help="only rewrite <out>/README.md from the JSON files")
     return p
-
-
-def machine_settings(device: str, parallel: int, threads: int | None = None) -> list[str]:
-    """``train.*`` settings of the machine, not of the recipe: CPU threads and row shards per run."""
-    if device != "cpu":
-        return []
-    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
-    return [f"train.torch_threads={threads}", f"train.shards={threads}"]
-
-
-def train_command(config: str, seed: int, run_dir: Path, device: str, parallel: int,
-                  threads: int | None = None) -> list[str]:
-    """The ``train.py`` command of one seed: a fresh run, or the resume of a stopped one."""
-    base = [sys.executable, str(ROOT / "train.py")]
-    machine = ["--device", device, *machine_settings(device, parallel, threads)]
-    if (run_dir / "last.pt").is_file():
-        return [*base, "--resume", str(run_dir / "last.pt"), *machine]
-    return [*base, "--config", config, "--seed", str(seed), "--logdir", str(run_dir.parent),
-            f"train.run_name={run_dir.name}", *machine]
-
-
-def log_path(run_dir: Path) -> Path:
-    """Where a seed's trainer output goes: ``<runs>/<scenario>/s<seed>.log``, beside its run directory."""
-    return run_dir.with_name(run_dir.name + ".log")
-
-
-def finished(run_dir: Path) -> bool:
-    """The run's ``result.json`` says it did its planned steps."""
-    import json
-
-    path = run_dir / "result.json"
-    if not path.is_file():
-        return False
-    try:
-        return bool(json.loads(path.read_text()).get("finished"))
-    except ValueError:
-        return False
-
-
-def train_seeds(config: str, runs: dict[int, Path], device: str, parallel: int, threads: int | None = None) -> list[int]:
-    """Train every unfinished seed, ``parallel`` at a time; returns the seeds whose run failed."""
-    todo = [s for s, d in runs.items() if not finished(d)]
-    for s, d in runs.items():
-        if s not in todo:
-            print(f"seed {s}: finished run in {d}, not trained again", flush=True)
-    running: list[tuple[int, subprocess.Popen, object]] = []
-    failed = []
-    while todo or running:
-        while todo and len(running) < parallel:
-            seed = todo.pop(0)
-            run_dir = runs[seed]
-            cmd = train_command(config, seed, run_dir, device, parallel, threads)
-            run_dir.parent.mkdir(parents=True, exist_ok=True)
-            log = log_path(run_dir).open("a")
-            print(f"seed {seed}: {shlex.join(cmd[1:])}  (log {log_path(run_dir)})", flush=True)
-            running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT), log))
-        time.sleep(2.0)
-        for entry in list(running):
-            seed, proc, log = entry
-            if proc.poll() is None:
-                continue
-            running.remove(entry)
-            log.close()
-            if proc.returncode != 0 or not finished(runs[seed]):
-                failed.append(seed)
-                print(f"seed {seed}: train.py exited {proc.returncode}; see {log_path(runs[seed])}", flush=True)
-            else:
-                print(f"seed {seed}: done", flush=True)
-    return failed
 
 
 def write_indexes(out: Path, ship: Path | None) -> list[Path]:
@@ -179,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         write_scenario_results,
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
+    from agents.evaluation.seed_runs import SeedRun, train_runs
     from agents.training import prepare_run
     from agents.training.checkpoints import BEST, RESULT_FILE
     from envs.config import ConfigError
@@ -210,9 +138,11 @@ def run(args: argparse.Namespace) -> int:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs = {s: Path(args.runs) / scenario / f"s{s}" for s in seeds}
-    failed = train_seeds(args.config, runs, device, args.parallel, args.threads)
+    failed = train_runs([SeedRun(f"seed {s}", args.config, s, d) for s, d in runs.items()], device, args.parallel,
+                        args.threads)
     if failed:
-        print(f"reproduce.py: training failed for seed(s) {failed}; nothing evaluated", file=sys.stderr)
+        print(f"reproduce.py: training failed for {', '.join(r.label for r in failed)}; nothing evaluated",
+              file=sys.stderr)
         return 1
     if args.train_only:
         return 0
@@ -257,15 +187,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from envs.config import ConfigError
-    from envs.trace_fit import TraceError
+    from agents.evaluation.seed_runs import run_command
 
-    try:
-        return run(args)
-    except (ConfigError, TraceError) as exc:
-        print(f"reproduce.py: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command("reproduce.py", run, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """End-to-end training throughput: what ``train.py`` does per collection + PPO update.
 
 Builds the run exactly as ``train.py`` would (``agents.training.prepare_run``, the chosen
-vector env, the policy, tianshou's collector and buffer, :class:`~agents.ppo.MultiAgentPPO`),
+vector env, the policy, tianshou's collector and buffer, :class:`~agents.training.ppo.MultiAgentPPO`),
 then times ``--iterations`` rounds of *collect ``collect_steps`` env steps, then one PPO update*
 after one untimed warm-up round. No evaluation, no checkpoints, no TensorBoard. Usage::
 
@@ -20,8 +20,8 @@ every sample of every PPO pass (``samples x repeat``) over the update time.
 
 ``--compare train.precision=float32,bfloat16`` builds one run per value in the same process and
 alternates their rounds (round 1 of each, round 2 of each, ...), so that the drift of a shared
-machine hits every variant alike, in an order rotated every round (:func:`round_order`: on this
-machine a run measured ~7% faster when it went after the other); the JSON then holds ``variants`` (one object as above per
+machine hits every variant alike, in an order rotated every round (:func:`round_order`: the
+position of a run in the round can favour it); the JSON then holds ``variants`` (one object as above per
 value) and ``ratios`` (each variant's ``env_steps_per_s`` over the first's). Timings of separate
 processes drift by more than many of the effects worth measuring. Keys that set the whole process
 (:data:`PROCESS_WIDE_KEYS`: ``train.malloc``, ``train.torch_threads``) cannot be compared this way
@@ -115,9 +115,8 @@ class _Run:
 
 def round_order(n: int, iteration: int) -> list[int]:
     """The order the ``n`` variants run in at ``iteration``: rotated by one each iteration, so each
-    takes every position equally often over ``n`` iterations. On the 2-core machine a fixed order
-    favoured the later run: two identical variants measured 1.00 against 1.07 (README, "Measured
-    results")."""
+    takes every position equally often over ``n`` iterations (on a small shared machine the
+    position alone can favour a run: a fixed order would be a bias of the comparison)."""
     k = iteration % n if n else 0
     return list(range(k, n)) + list(range(k))
 

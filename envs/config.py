@@ -196,7 +196,7 @@ def available_scenarios() -> list[str]:
 
 
 #: sections of a scenario YAML that are not the scenario: the training recipe (``train:``, read by
-#: :class:`agents.train_config.TrainConfig`) and the network (``policy:``, ``agents.policy.PolicyConfig``)
+#: :class:`agents.training.config.TrainConfig`) and the network (``policy:``, ``agents.policy.PolicyConfig``)
 RECIPE_SECTIONS = ("policy", "train")
 
 

@@ -27,8 +27,8 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("Scenario: task types", "task_types[k].", "envs.config.TaskType"),
     ("Scenario: connectivity", "connectivity.", "envs.config.Connectivity"),
     ("Scenario: test-bed trace", "trace.", "envs.config.TraceSource"),
-    ("Policy", "policy.", "agents.policy.PolicyConfig"),
-    ("Train", "train.", "agents.train_config.TrainConfig"),
+    ("Policy", "policy.", "agents.policy.config.PolicyConfig"),
+    ("Train", "train.", "agents.training.config.TrainConfig"),
 )
 
 HEADER = """# Configuration reference

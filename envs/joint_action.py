@@ -40,7 +40,7 @@ the offer held back is valid here, and a void while only held-back tasks fit cou
 
 :func:`decode_joint_action` applies these rules without touching the simulator; both the
 Gymnasium env (:func:`apply_joint_action`) and the learned scheduler
-(:mod:`agents.tapfinger`) use it, so the two paths give identical placements and counters.
+(:mod:`agents.policy.scheduler`) use it, so the two paths give identical placements and counters.
 
 Time: in ``single`` mode every joint action is followed by one real step
 (``sim.advance()``); in ``multi`` mode real time advances only after a joint action that

@@ -164,7 +164,7 @@ class ObservationBuilder:
 
     ``start_floor``: the factor of the offer's start floor (:func:`envs.durations.start_gate`);
     None: the scenario's ``max_start_slowdown``; 0: the paper's offer whatever the scenario says
-    (an agent that applies a floor of its own, :mod:`agents.online_floor`).
+    (an agent that applies a floor of its own, :mod:`agents.policy.online_floor`).
     """
 
     def __init__(self, spec: ObservationSpec, start_floor: float | None = None) -> None:

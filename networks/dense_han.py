@@ -281,7 +281,7 @@ class DenseGraphEncoder(GraphEncoder):
                 raise ValueError("the dense HAN encoder does not implement attention dropout")
         self.compact = "auto"
         #: run the torch-geometric reference (:meth:`GraphEncoder.forward`, same parameters) on
-        #: CPU batches of at least COMPACT_MIN_BATCH samples, where it measured faster; like
+        #: CPU batches of at least COMPACT_MIN_BATCH samples, where it is the faster of the two; like
         #: this class's own pass, without the attention pass of the one-source relations
         self.auto_pyg = bool(auto_pyg)
         self.one_source = True

@@ -3,8 +3,8 @@
 On CPU, PyTorch runs bfloat16 matrix products through oneDNN, which builds (and caches) a
 kernel per problem shape. The compact row layouts (only the rows a mask selects, see
 :func:`networks.heads.compact_pays`) make the row count of most products data-dependent, so
-nearly every bfloat16 call built a new kernel and ran ~8x slower than at a repeated shape
-(README, "Measured results"). :func:`linear` pads the rows up to one of
+without padding nearly every bfloat16 call would build a new kernel, many times slower than a
+product at a repeated shape. :func:`linear` pads the rows up to one of
 :data:`BUCKETS_PER_OCTAVE` sizes per power of two (at most 1/8 extra rows, at least
 :data:`MIN_ROW_STEP`), so shapes repeat and kernels are reused. Float32, accelerators and
 compiled graphs take the plain ``F.linear`` (the same numbers as before, bit for bit).
@@ -25,8 +25,8 @@ BUCKETS_PER_OCTAVE = 8
 #: the smallest rounding step (small batches pad to a multiple of it)
 MIN_ROW_STEP = 16
 
-#: innermost length from which a broadcast bfloat16 product on CPU is as fast as a plain one (one
-#: AVX-512 vector of bfloat16 values; measured: 16 and below ~10x slower, 32 and above equal)
+#: innermost length from which a broadcast bfloat16 product on CPU is as fast as a plain one: one
+#: AVX-512 vector of bfloat16 values (shorter rows leave the vector partly empty and take a slow path)
 BROADCAST_MIN_INNER = 32
 
 _local = threading.local()  # per thread: the learner's shards run in threads of their own
@@ -90,9 +90,8 @@ def scale_heads(x: Tensor, weight: Tensor) -> Tensor:
     """``x (..., H, D) * weight (..., H)[..., None]``: per-head weights applied to ``D`` features.
 
     On CPU a bfloat16 product whose innermost operand is broadcast (stride 0) and shorter than
-    :data:`BROADCAST_MIN_INNER` takes a slow path, ~20 ns per innermost row (at ``D = 16``, ~10x
-    the time of an elementwise product of the same size), so there the weights are expanded to
-    ``x``'s shape first."""
+    :data:`BROADCAST_MIN_INNER` takes a slow path, many times the time of an elementwise product
+    of the same size, so there the weights are expanded to ``x``'s shape first."""
     w = weight.unsqueeze(-1)
     if (x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.shape[-1] < BROADCAST_MIN_INNER
             and not torch.compiler.is_compiling()):

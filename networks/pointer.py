@@ -43,8 +43,8 @@ class AgentTransformerLayer(nn.Module):
         parts = self.qkv(x).reshape(B * N, P, 3 * h, D // h).unbind(2)
         # explicit attention: for P ~ 10 it is several times cheaper than the fused CPU kernel.
         # The softmax runs over the keys laid out as (BN, key, h, query): on CPU a softmax over
-        # a short innermost axis (P ~ 10) is ~4x slower, and over an axis with only P values
-        # inside it (the (BN, h, key, query) layout) ~3x slower than over one with h * P
+        # a short innermost axis (P ~ 10), or over an axis with only P values inside it (the
+        # (BN, h, key, query) layout), is several times slower than over one with h * P
         scores = torch.stack(
             [torch.bmm(parts[h + i].contiguous(), parts[i].contiguous().transpose(1, 2)) for i in range(h)], 2
         )  # (BN, P keys, h, P queries)

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from agents.baselines import make_scheduler
-from agents.conflict import uniform
 from agents.evaluation import resolve_schedulers, run_evaluation
 from agents.evaluation.runner import seed_groups
 from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.tapfinger import TapFingerScheduler
+from agents.policy.conflict import uniform
+from agents.policy.scheduler import TapFingerScheduler
 from envs.config import ConfigError, load_scenario
 from envs.observation import ObservationSpec
 from envs.scheduling import run_episode, run_episodes_batched
@@ -129,7 +129,7 @@ def test_seed_groups():
 
 
 def test_evaluation_results_do_not_depend_on_the_policy_batch(tmp_path):
-    from agents.checkpoint import save_policy_checkpoint
+    from agents.policy.checkpoint import save_policy_checkpoint
 
     cfg = load_scenario("multi-3", ["num_tasks=30"]).for_evaluation()
     path = tmp_path / "tiny.pt"

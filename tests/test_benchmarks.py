@@ -71,7 +71,7 @@ def test_baselines_benchmark_keys_and_numbers_match_run_episode(capsys):
 
 
 def test_baselines_benchmark_cli_with_workers_matches_in_process(capsys):
-    """The README's command, as a script in 2 spawned workers, equals the in-process run."""
+    """The benchmark as a script in 2 spawned workers equals the in-process run."""
     common = ["--seeds", "2", "--scenarios", "synthetic-3", "multi-3", "--schedulers", "random", "tiresias"]
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "baselines.py"), *common, "--workers", "2",
                            *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -132,7 +132,7 @@ def test_learning_evaluation_runs_checkpoints_and_baselines_through_the_runner()
     if not checkpoint.is_file():
         pytest.skip("no shipped checkpoint")
     from agents.evaluation import resolve_schedulers
-    from agents.tapfinger import TapFingerScheduler
+    from agents.policy.scheduler import TapFingerScheduler
 
     specs = [learning.policy_spec("tapfinger(best)", checkpoint, cfg), *resolve_schedulers("min")]
     table = learning.evaluate(cfg, specs, [100_000, 100_001], workers=1)
@@ -239,8 +239,7 @@ def test_training_speed_compares_variants_in_one_process(capsys):
 
 
 def test_training_speed_rotates_the_order_of_compared_runs(capsys):
-    """A fixed order favoured the later run (identical variants measured 1.00 against 1.07), so
-    every round starts with another variant."""
+    """The position in a round can favour a run, so every round starts with another variant."""
     mod = bench("training_speed")
     assert [mod.round_order(3, i) for i in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
     assert mod.round_order(2, 1) == [1, 0] and mod.round_order(1, 5) == [0]

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import train as train_cli
-from agents.checkpoint import CheckpointError, read_checkpoint
-from agents.train_config import TrainConfig
+from agents.policy.checkpoint import CheckpointError, read_checkpoint
+from agents.training.config import TrainConfig
 from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,12 +72,12 @@ def test_shipped_checkpoint_loads_with_weights_only(path):
     """Every shipped file: safe loading, trained on the scenario it is named after, acts on it."""
     data = torch.load(path, map_location="cpu", weights_only=True)
     assert {"model", "policy_config", "scenario", "obs_spec"} <= set(data)
-    from agents.checkpoint import checkpoint_eval_action, load_policy_checkpoint
+    from agents.policy.checkpoint import checkpoint_eval_action, load_policy_checkpoint
     from envs.config import load_scenario
 
     policy, meta = load_policy_checkpoint(path, scenario=load_scenario(path.stem).for_evaluation())
     assert meta["scenario"].name == path.stem and policy.cfg.variant == "tapfinger"
-    # synthetic-6 is the one validated (and so evaluated) by sampling: README, "All seven scenarios"
+    # the shipped synthetic-6 file was validated (and so is evaluated) by sampling, the others by argmax
     assert checkpoint_eval_action(meta, path) == ("sample" if path.stem == "synthetic-6" else "argmax")
 
 

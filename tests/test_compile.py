@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.conflict import CONFLICT_MODES, resolve_conflicts
 from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.train_config import COMPILE_MODES, TrainConfig
+from agents.policy.conflict import CONFLICT_MODES, resolve_conflicts
+from agents.training.config import COMPILE_MODES, TrainConfig
 from envs import load_scenario
 from envs.config import ConfigError
 

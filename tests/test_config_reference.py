@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from agents.policy import PolicyConfig
-from agents.train_config import TrainConfig
+from agents.training.config import TrainConfig
 from envs.config import ScenarioConfig
 from envs.config_reference import SECTIONS, missing_comments, render, section_rows
 

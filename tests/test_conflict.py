@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from agents.conflict import prior_weight, resolve_conflicts
+from agents.policy.conflict import prior_weight, resolve_conflicts
 
 
 def _t(rows, dtype=torch.float64):

@@ -1,7 +1,7 @@
 """evaluate.py --curves: merged TensorBoard points, baseline lines on the validation workloads, errors.
 
 Fake run directories are written the way the trainer writes them: ``config.yaml`` by
-:func:`~agents.training.run_spec.write_config` from :func:`prepare_run`, scalars under
+:func:`~agents.training.prepare.write_config` from :func:`prepare_run`, scalars under
 :data:`~agents.training.logger.EVAL_MEAN_JCT_TAG` by torch's ``SummaryWriter``. The scenario
 is tiny (synthetic-3, 12 tasks, 2 validation episodes) so the baselines run in seconds.
 """

@@ -248,7 +248,7 @@ def test_corrupt_checkpoint_exits_2(tmp_path):
 # ------------------------------------------------------------------------ with a policy
 def _tiny_checkpoint(path: Path, scenario: str, eval_action: str | None = None) -> Path:
     torch = pytest.importorskip("torch")
-    pytest.importorskip("agents.tapfinger")
+    pytest.importorskip("agents.policy.scheduler")
     from agents.policy import PolicyConfig, TapFingerPolicy, save_policy_checkpoint
     from envs.observation import ObservationSpec
 
@@ -278,7 +278,7 @@ def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
     assert len(rows) == 2 * 12 and all(r["jct"] for r in rows)
     assert "tap. gain" in capsys.readouterr().out
     # conflicts per episode: what the episodes themselves counted
-    from agents.tapfinger import TapFingerScheduler
+    from agents.policy.scheduler import TapFingerScheduler
     from envs import load_scenario, run_episode
 
     cfg = load_scenario("synthetic-3", TINY)
@@ -296,9 +296,9 @@ def test_checkpoint_of_another_scenario_exits_2(tmp_path):
 def test_policy_action_comes_from_the_checkpoint_or_the_flag(tmp_path, cfg):
     """A checkpoint validated by sampling is evaluated by sampling unless --policy-action says
     otherwise; sampling is seeded (same seeds, same result) and differs from the argmax."""
-    from agents.checkpoint import CheckpointError, checkpoint_eval_action
     from agents.evaluation import resolve_schedulers
-    from agents.tapfinger import TapFingerScheduler
+    from agents.policy.checkpoint import CheckpointError, checkpoint_eval_action
+    from agents.policy.scheduler import TapFingerScheduler
 
     plain = _tiny_checkpoint(tmp_path / "plain.pt", "synthetic-3")
     sampled = _tiny_checkpoint(tmp_path / "sampled.pt", "synthetic-3", eval_action="sample")
@@ -343,25 +343,27 @@ def test_policy_action_needs_a_checkpoint(tmp_path):
 @pytest.mark.parametrize("chosen", ["sequential", "room"])
 def test_policy_conflicts_come_from_the_checkpoint_or_the_flag(tmp_path, chosen):
     """A Bayes checkpoint evaluated with --policy-conflicts sequential (or room) loses no claim
-    and equals a direct run of the same weights in that mode; run.json records the mode."""
-    from agents.tapfinger import TapFingerScheduler
+    and equals a direct run of the same weights in that mode; run.json records the mode, and the
+    policy is named after it (a mode beyond the paper is never reported as plain tapfinger)."""
+    from agents.policy.scheduler import TapFingerScheduler
     from envs import run_episode
 
     ckpt = _tiny_checkpoint(tmp_path / "tiny.pt", "multi-3")
-    results = {}
+    results, names = {}, {"bayes": "tapfinger", chosen: f"tapfinger-{chosen}"}
     for mode in ("bayes", chosen):
         out = tmp_path / mode
         flags = ["--policy-conflicts", mode] if mode == chosen else []
         assert evaluate_main()(["--scenario", "multi-3", "--checkpoint", str(ckpt), "--schedulers", "min", "--seeds",
                                 "2", "--workers", "1", "--out", str(out), "--quiet", *flags, *TINY]) == 0
-        assert json.loads((out / "run.json").read_text())["checkpoints"]["tapfinger"]["conflicts"] == mode
+        assert json.loads((out / "run.json").read_text())["checkpoints"][names[mode]]["conflicts"] == mode
         results[mode] = json.loads((out / "summary.json").read_text())
+        assert set(results[mode]["schedulers"]) == {"min", names[mode]}
     assert results["bayes"]["schedulers"]["tapfinger"]["conflicts"] > 0
-    assert results[chosen]["schedulers"]["tapfinger"]["conflicts"] == 0
+    assert results[chosen]["schedulers"][names[chosen]]["conflicts"] == 0
     cfg = load_scenario("multi-3", TINY).for_evaluation()
     sched = TapFingerScheduler(checkpoint=ckpt, conflicts=chosen)
     direct = [run_episode(cfg, sched, seed).jct.mean() for seed in results[chosen]["seeds"]]
-    assert results[chosen]["schedulers"]["tapfinger"]["mean_jct"] == pytest.approx(np.mean(direct))
+    assert results[chosen]["schedulers"][names[chosen]]["mean_jct"] == pytest.approx(np.mean(direct))
 
 
 # ------------------------------------------------------------------------ report

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import train as train_cli
-from agents.checkpoint import CheckpointError, read_checkpoint, save_policy_checkpoint
+from agents.policy.checkpoint import CheckpointError, read_checkpoint, save_policy_checkpoint
 from agents.training import BEST, LAST, load_checkpoint, prepare_run, run_training
 from agents.training import rundir
 from agents.training.budget import check_plan, estimate_bytes
@@ -212,7 +212,7 @@ def test_a_dead_vector_env_worker_stops_the_run_with_one_line_and_last_pt(tmp_pa
 
 
 def test_a_killed_process_worker_raises_worker_died_at_the_next_step():
-    from agents.vector_env import ShardedBatchVectorEnv, WorkerDied
+    from agents.training.vector_env import ShardedBatchVectorEnv, WorkerDied
 
     cfg = load_scenario("sjf-3", ["num_tasks=12"])
     env = ShardedBatchVectorEnv(cfg, 4, 2, "process", seed_keys=[(0, 0, i) for i in range(4)])
@@ -228,7 +228,7 @@ def test_a_killed_process_worker_raises_worker_died_at_the_next_step():
 
 def test_a_killed_ray_actor_raises_worker_died():
     ray = pytest.importorskip("ray")  # the test extra installs it (make test)
-    from agents.vector_env import ShardedBatchVectorEnv, WorkerDied
+    from agents.training.vector_env import ShardedBatchVectorEnv, WorkerDied
 
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     try:

@@ -1,7 +1,7 @@
 """Row bucketing of the linear layers under bfloat16 autocast on CPU (networks/gemm.py): the
 buckets are few and tight, the padded products give the plain products' values and gradients,
 float32 is untouched, and every linear layer of the policy's update pass sees a row count that
-repeats (oneDNN builds a kernel per shape: unbucketed data-dependent rows ran ~8x slower): a
+repeats (oneDNN builds a kernel per shape, so data-dependent row counts would build one per call): a
 bucket, or a pointer group's bucketed agent count times its slot width (``rows_prebucketed``).
 Also the per-head product ``scale_heads``."""
 
@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
 
 from agents.policy import PolicyConfig, TapFingerPolicy, pointer_widths
-from agents.precision import BFLOAT16, autocast
+from agents.training.precision import BFLOAT16, autocast
 from networks.gemm import (
     BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear, rows_prebucketed, scale_heads,
 )

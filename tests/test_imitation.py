@@ -1,4 +1,4 @@
-"""Warm start by imitation (agents/imitation.py): the teacher's rounds, the loss terms, cloning
+"""Warm start by imitation (agents/training/imitation.py): the teacher's rounds, the loss terms, cloning
 and DAgger, and ``train.imitate`` end to end."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 import train as train_cli
 from agents.baselines import make_scheduler
-from agents.imitation import (
+from agents.training.imitation import (
     clone,
     discounted_returns,
     imitation_losses,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.tapfinger import joint_action_to_decision
+from agents.policy.scheduler import joint_action_to_decision
 from envs.config import load_scenario
 from envs.core import Simulator
 from envs.joint_action import apply_joint_action, decode_joint_action, needs_advance, random_valid_action

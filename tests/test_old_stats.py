@@ -16,9 +16,9 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from agents.ppo import MultiAgentPPO
-from agents.train_config import BEHAVIOUR, OLD_STATS, RECOMPUTE, TrainConfig
 from agents.training import build_algorithm, make_collectors, run_training, training_envs
+from agents.training.config import BEHAVIOUR, OLD_STATS, RECOMPUTE, TrainConfig
+from agents.training.ppo import MultiAgentPPO
 from envs.config import ConfigError
 
 torch.set_num_threads(1)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import handmade
-from agents.online_floor import OnlineStartFloor
 from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.tapfinger import TapFingerScheduler
+from agents.policy.online_floor import OnlineStartFloor
+from agents.policy.scheduler import TapFingerScheduler
 from envs.config import ConfigError, from_dict, load_scenario
 from envs.progress import ConstantProgress
 from envs.observation import ObservationBuilder, ObservationSpec

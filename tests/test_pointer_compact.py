@@ -9,7 +9,7 @@ import torch
 from agents.policy import (
     POINTER_WIDTH_GROUPS, PolicyConfig, TapFingerPolicy, pointer_row_groups, pointer_widths,
 )
-from agents.precision import BFLOAT16, autocast
+from agents.training.precision import BFLOAT16, autocast
 from networks.gemm import bucket_rows
 from networks.heads import COMPACT_MIN_BATCH, MASK_VALUE, compact_pays
 from tests.test_dense_encoder import empty_like, scenario_batch, stack

@@ -13,7 +13,7 @@ from agents.policy import (
     POLICY_VARIANTS, CheckpointError, PolicyConfig, TapFingerPolicy, load_policy_checkpoint, obs_to_torch,
     save_policy_checkpoint,
 )
-from agents.tapfinger import TapFingerScheduler, joint_action_to_decision
+from agents.policy.scheduler import TapFingerScheduler, joint_action_to_decision
 from envs import Simulator, load_scenario, run_episode
 from envs.observation import ObservationSpec, build_observation
 
@@ -241,7 +241,7 @@ def test_entropy_of_masked_log_probs_and_its_gradient():
     """``_entropy`` takes the probabilities from a softmax of the log-probabilities (fast on CPU
     where ``exp`` of masked entries is not): the same value, and the same gradient with respect
     to the logits, as ``-(exp(logp) * logp).sum(-1)``."""
-    from agents.policy import _entropy
+    from agents.policy.outputs import _entropy
     from networks.heads import MASK_VALUE
 
     torch.manual_seed(0)

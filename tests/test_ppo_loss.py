@@ -1,4 +1,4 @@
-"""The PPO loss of :class:`agents.ppo.MultiAgentPPO` against a hand computation, with ratios pushed
+"""The PPO loss of :class:`agents.training.ppo.MultiAgentPPO` against a hand computation, with ratios pushed
 well outside ``1 ± eps_clip``: the clip's four cases (which branch of the min carries the gradient),
 the entropy bonus's sign, the masked (skipped) entries and the logged ``loss`` = policy +
 vf · value − ent · entropy.
@@ -16,7 +16,7 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch
 from torch import nn
 
-from agents.ppo import JointActorPolicy, MultiAgentPPO
+from agents.training.ppo import JointActorPolicy, MultiAgentPPO
 from envs.observation import KEYS
 
 EPS = 0.2

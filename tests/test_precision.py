@@ -1,4 +1,4 @@
-"""bfloat16 autocast of the policy's network passes (``train.precision``, agents/precision.py):
+"""bfloat16 autocast of the policy's network passes (``train.precision``, agents/training/precision.py):
 both encoders run under it, the distributions stay float32 and close to the float32 policy,
 gradients reach every parameter, and training applies it to collection and the update only."""
 
@@ -13,9 +13,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
 
 from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.ppo import JointActorPolicy
-from agents.precision import BFLOAT16, FLOAT32, PRECISIONS, autocast, check_precision
-from agents.train_config import TrainConfig
+from agents.training.config import TrainConfig
+from agents.training.ppo import JointActorPolicy
+from agents.training.precision import BFLOAT16, FLOAT32, PRECISIONS, autocast, check_precision
 from envs.config import ConfigError
 from envs.gym_env import EdgeClustersEnv
 
@@ -140,8 +140,8 @@ class _MixedProducts(TorchDispatchMode):
 @pytest.mark.parametrize("faithful", [False, True])
 @pytest.mark.parametrize("encoder", ["dense", "pyg"])
 def test_bfloat16_passes_multiply_activations_in_one_dtype(encoder, faithful):
-    """A bfloat16 activation times a float32 one runs a slow mixed-dtype kernel on CPU (the pyg
-    encoder's messages ran 1.2x slower end to end at hidden 128): none in the update's pass."""
+    """A bfloat16 activation times a float32 one runs a slow mixed-dtype kernel on CPU: none in
+    the update's pass."""
     cfg = PolicyConfig.paper(**SMALL, encoder=encoder).to_dict() if faithful else {"encoder": encoder}
     pol, obs = _policy("hetero-6", **cfg)
     action = pol.act(obs, generator=torch.Generator().manual_seed(0)).action

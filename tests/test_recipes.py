@@ -84,7 +84,7 @@ def test_print_config_prints_the_resolved_sections_and_trains_nothing(tmp_path, 
 def test_the_held_out_range_is_fixed_and_disjoint_from_every_other_range():
     from agents.evaluation.results import report_seeds
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET
-    from agents.train_config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN
+    from agents.training.config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN
 
     seeds = report_seeds()
     assert len(seeds) == REPORT_SEEDS >= 30 and seeds[0] == REPORT_SEED_OFFSET

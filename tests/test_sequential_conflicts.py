@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy, _sequential_choice, room_order
-from agents.tapfinger import TapFingerScheduler
+from agents.policy import PolicyConfig, TapFingerPolicy, room_order
+from agents.policy.scheduler import TapFingerScheduler
+from agents.policy.sequential import _sequential_choice
 from envs import load_scenario, run_episode
 from envs.config import ConfigError
 from networks.graph import canonical_slots

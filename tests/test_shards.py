@@ -1,4 +1,4 @@
-"""Data-parallel CPU shards of the PPO update (``train.shards``, agents/shards.py): the row
+"""Data-parallel CPU shards of the PPO update (``train.shards``, agents/training/shards.py): the row
 ranges, the threads they run on, an update whose sharded gradients equal the whole
 minibatch's (float32) and whose loss is PPO's masked-mean loss, and a sharded recompute pass
 equal to the whole one."""
@@ -15,9 +15,9 @@ from test_old_stats import _collected, _preprocessed  # tests/ is on sys.path (p
 from test_training import _spec
 
 from agents.policy import obs_to_torch
-from agents.shards import MIN_SHARD_ROWS, run_sharded, shard_ranges
-from agents.train_config import BEHAVIOUR, RECOMPUTE
-from agents.training import run_spec
+from agents.training import prepare
+from agents.training.config import BEHAVIOUR, RECOMPUTE
+from agents.training.shards import MIN_SHARD_ROWS, run_sharded, shard_ranges
 from envs.config import ConfigError
 
 torch.set_num_threads(1)
@@ -78,10 +78,10 @@ def test_shards_are_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(ConfigError, match="shards"):
         _spec(tmp_path, "train.shards=0")
     spec = _spec(tmp_path, "train.shards=2")
-    assert run_spec.check_environment(spec).type == "cpu"
-    monkeypatch.setattr(run_spec, "resolve_device", lambda name: torch.device("cuda"))
+    assert prepare.check_environment(spec).type == "cpu"
+    monkeypatch.setattr(prepare, "resolve_device", lambda name: torch.device("cuda"))
     with pytest.raises(ConfigError, match="train.shards=2 splits network passes over CPU threads"):
-        run_spec.check_environment(spec)
+        prepare.check_environment(spec)
 
 
 def test_a_sharded_update_step_equals_the_whole_minibatch_step(tmp_path: Path):

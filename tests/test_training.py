@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import train as train_cli
-from agents.ppo import MultiAgentPPO
-from agents.train_config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN, TrainConfig, split_overrides
+from agents.training.config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN, TrainConfig, split_overrides
+from agents.training.ppo import MultiAgentPPO
 from agents.training import (
     BEST,
     LAST,
@@ -188,7 +188,7 @@ def test_keyboard_interrupt_saves_last_checkpoint(tmp_path, monkeypatch, capsys)
 
 
 def test_same_seed_same_parameters(tmp_path, monkeypatch):
-    import agents.training as training
+    from agents.training import loop
 
     def run(name: str, seed: int) -> tuple[dict[str, torch.Tensor], list]:
         spec = _spec(tmp_path, f"train.run_name={name}", steps=40, envs=2, seed=seed, config="synthetic-3",
@@ -198,7 +198,7 @@ def test_same_seed_same_parameters(tmp_path, monkeypatch):
 
     a, jct_a = run("a", 3)
     # run b: same seed, evaluation ring buffer far shorter than an episode (metrics must not care)
-    monkeypatch.setattr(training, "EVAL_BUFFER_PER_ENV", 3)
+    monkeypatch.setattr(loop, "EVAL_BUFFER_PER_ENV", 3)
     b, jct_b = run("b", 3)
     monkeypatch.undo()
     c, _ = run("c", 4)
@@ -368,7 +368,7 @@ def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
 # train.init_from: start a new run from trained weights (transfer across scenarios)
 # ---------------------------------------------------------------------------------------
 def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_path):
-    from agents.checkpoint import load_policy_checkpoint
+    from agents.policy.checkpoint import load_policy_checkpoint
     from agents.training import training_envs
     from agents.training.loop import build_algorithm
     from agents.training.warmstart import init_from_checkpoint

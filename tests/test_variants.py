@@ -1,6 +1,6 @@
 """One owner per fact (issue 12): the policy-variant registry (encoder x selector) read by the
 policy, ``train.py``, ``evaluate.py`` and the evaluation runner; the CLI choices read from
-``agents/train_config.py``; one declare-and-validate mechanism for the policy and train
+``agents/training/config.py``; one declare-and-validate mechanism for the policy and train
 config sections (``envs/config_section.py``, shared with the scenario)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import torch
 import train as train_cli
 from agents.evaluation.runner import POLICY_PATTERN
 from agents.policy import POLICY_VARIANTS, PolicyConfig, TapFingerPolicy
-from agents.train_config import DEVICES, VECTOR_KINDS, TrainConfig
-from agents.training import policy_config_from
-from agents.variants import (
+from agents.policy.variants import (
     DEFAULT_VARIANT, ENCODER_KINDS, SELECTORS, VARIANT_NAMES, VARIANTS, PolicyVariant, get_variant,
 )
+from agents.training import policy_config_from
+from agents.training.config import DEVICES, VECTOR_KINDS, TrainConfig
 from envs import Simulator, load_scenario
 from envs.config import ConfigError
 from envs.config_section import ConfigSection
@@ -96,7 +96,7 @@ def test_policy_builds_the_registry_encoder_and_selector(observations, variant):
 
 
 def test_shipped_checkpoint_loads_with_its_variant():
-    from agents.checkpoint import load_policy_checkpoint
+    from agents.policy.checkpoint import load_policy_checkpoint
 
     policy, meta = load_policy_checkpoint(ROOT / "checkpoints" / "synthetic-3.pt")
     assert meta["policy_config"].variant == "tapfinger" and isinstance(meta["policy_config"].variant, str)

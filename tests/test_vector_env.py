@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tianshou.data import Batch, VectorReplayBuffer
 
-from agents.vector_env import BatchedReplayBuffer
+from agents.training.vector_env import BatchedReplayBuffer
 
 
 def _rollout(rng: np.random.Generator, n: int, steps: int) -> list[tuple[Batch, np.ndarray]]:
@@ -104,7 +104,7 @@ def _obs_equal(batch_obs, list_obs, keys) -> None:
 
 @pytest.mark.parametrize("scenario", ["synthetic-3", "hetero-6", "testbed-3"])
 def test_batch_vector_env_matches_per_env_wrappers(scenario: str) -> None:
-    from agents.vector_env import BatchVectorEnv
+    from agents.training.vector_env import BatchVectorEnv
     from envs import load_scenario
     from envs.batched import EPISODE_INFO, STEP_INFO, random_valid_actions
     from envs.observation import KEYS
@@ -146,7 +146,7 @@ def test_batch_vector_env_matches_per_env_wrappers(scenario: str) -> None:
 
 
 def test_sharded_process_env_matches_single_process_on_any_id_order() -> None:
-    from agents.vector_env import BatchVectorEnv, ShardedBatchVectorEnv
+    from agents.training.vector_env import BatchVectorEnv, ShardedBatchVectorEnv
     from envs import load_scenario
     from envs.batched import random_valid_actions
     from envs.observation import KEYS
@@ -193,8 +193,8 @@ def test_batch_collector_fills_the_buffer_like_the_stock_collector() -> None:
     from tianshou.utils.torch_utils import policy_within_training_step
 
     from agents.policy import PolicyConfig, TapFingerPolicy
-    from agents.ppo import JointActorPolicy
-    from agents.vector_env import BatchCollector, BatchVectorEnv
+    from agents.training.ppo import JointActorPolicy
+    from agents.training.vector_env import BatchCollector, BatchVectorEnv
     from envs import load_scenario
     from envs.observation import KEYS, ObservationSpec
 

@@ -22,15 +22,13 @@ Modes:
   (iota-1)*tau_i, alpha*tau_i + iota*tau_i)``), pd-maxsche starts them at ``tau_i`` with
   ``d <= tau_i``. Accepted plans are committed; nothing else starts between rounds.
 
-Rolling defaults chosen over the first design, for measured reasons (training seeds 1000-1001,
-mean JCT, F = 0.001): ``window="fastest"`` makes ``W0`` the longest *fastest* duration among
-the queued types (the first design used the longest Pareto duration, ``window="slowest"``,
-capped at ``W_cap``): long windows let tasks wait for zero-price slots (pd-maxweight
-synthetic-3 27.2 vs 5.6; pd-maxsche 7.6 vs 4.6). Re-planning future starts every step
-(``commit="none"``, the first design) fails too: a task
-then sees the emptier future as cheaper on every step and keeps postponing itself (hetero-6
-24.0 vs 8.2 with ``first``, 4x slower); binding all sub-rounds (``all``) commits tasks far
-ahead although capacity frees up sooner (hetero-6 16.7, testbed-6 123 vs 41).
+Rolling defaults, each chosen for a lower mean JCT on training seeds than the alternative kept
+as an option: ``window="fastest"`` makes ``W0`` the longest *fastest* duration among the queued
+types (``window="slowest"``, the longest Pareto duration capped at ``W_cap``, gives long windows,
+in which tasks wait for zero-price slots). ``commit="first"`` binds the first sub-window's plans:
+re-planning future starts every step (``commit="none"``) lets a task see the emptier future as
+cheaper on every step, so it keeps postponing itself, and binding all sub-rounds (``all``)
+commits tasks far ahead although capacity frees up sooner.
 
 Price parameter ``F`` (the papers' bound on weight per resource volume):
 * ``F="tuned"`` (**default**): the value tuned by ``benchmarks/tune_pd.py`` on training seeds

@@ -76,7 +76,7 @@ class Curves:
 # ---------------------------------------------------------------------------------------
 def check_run_dir(run_dir: Path) -> None:
     """ConfigError unless ``run_dir`` is a directory with a ``config.yaml``."""
-    from agents.training.run_spec import CONFIG_FILE
+    from agents.training.rundir import CONFIG_FILE
 
     if not run_dir.is_dir():
         raise ConfigError(f"--curves {run_dir}: not a directory (give a training run directory, e.g. runs/<run>)")
@@ -86,9 +86,9 @@ def check_run_dir(run_dir: Path) -> None:
 
 def read_validation(run_dir: Path) -> Validation:
     """The validation workloads of a run, from its ``config.yaml`` (as the trainer built them)."""
-    from agents.train_config import TrainConfig
+    from agents.training.config import TrainConfig
     from agents.training.envs import evaluation_scenario
-    from agents.training.run_spec import CONFIG_FILE
+    from agents.training.rundir import CONFIG_FILE
 
     path = run_dir / CONFIG_FILE
     try:

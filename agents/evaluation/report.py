@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from agents.train_config import ARGMAX, SAMPLE
+from agents.training.config import ARGMAX, SAMPLE
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from envs.progress import build_progress_functions
 
@@ -35,7 +35,7 @@ class ReportEntry:
     cfg: ScenarioConfig
     median_reduction: dict[str, float | None]
     primary: str = POLICY_NAME  # the learned policy's name (its reductions are reported)
-    action: str = ARGMAX  # how the checkpoint acted (agents.train_config.EVAL_ACTIONS)
+    action: str = ARGMAX  # how the checkpoint acted (agents.training.config.EVAL_ACTIONS)
 
 
 def report_scenarios(names: Sequence[str] | None = None) -> list[str]:

@@ -8,7 +8,7 @@ and tie-break stream. Jobs run in ``workers`` spawned processes (``spawn``: safe
 CUDA) or in-process for ``workers=1``; the result does not depend on the number of workers, the
 policy batch or the order in which jobs finish.
 
-Learned policies are imported lazily (:mod:`agents.tapfinger` only when a checkpoint is
+Learned policies are imported lazily (:mod:`agents.policy.scheduler` only when a checkpoint is
 given), so a baseline-only evaluation never imports torch.
 """
 
@@ -25,7 +25,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from agents.baselines import uses_oracle
-from agents.variants import VARIANT_NAMES
+from agents.policy.modes import CONFLICT_MODES, PAPER_CONFLICTS
+from agents.policy.variants import VARIANT_NAMES
 from envs.bound import fastest_durations
 from envs.config import ConfigError, ScenarioConfig
 from envs.core import Simulator
@@ -47,9 +48,18 @@ REPORT_SEEDS = 30
 TORCH_THREADS = 1
 #: name of a learned policy in ``--schedulers`` (stands for every ``--checkpoint``)
 POLICY_NAME = "tapfinger"
-#: names of checkpoints by policy variant (:mod:`agents.variants`), a repeat numbered ``-2``,
-#: ``-3`` (a single checkpoint is named after its variant, see :func:`checkpoint_names`)
-POLICY_PATTERN = re.compile(f"({'|'.join(re.escape(name) for name in VARIANT_NAMES)})(-[0-9]+)?")
+#: names of checkpoints by policy variant (:mod:`agents.policy.variants`) and, beyond the paper's
+#: Bayes rule, conflict mode (``tapfinger-room``), a repeat numbered ``-2``, ``-3`` (a single
+#: checkpoint is named so, see :func:`checkpoint_names` and :func:`policy_label`)
+POLICY_PATTERN = re.compile(f"({'|'.join(re.escape(name) for name in VARIANT_NAMES)})"
+                            f"(-(?:{'|'.join(m for m in CONFLICT_MODES if m != PAPER_CONFLICTS)}))?(-[0-9]+)?")
+
+
+def policy_label(variant: str, conflicts: str) -> str:
+    """A policy's name: its variant (``tapfinger``: the paper's method), with the conflict mode
+    appended when it is not the paper's Bayes rule (``tapfinger-room``), so a labelled option is
+    never reported as the paper's method."""
+    return variant if conflicts in ("", PAPER_CONFLICTS) else f"{variant}-{conflicts}"
 
 
 @dataclass(frozen=True)
@@ -59,10 +69,10 @@ class SchedulerSpec:
     ``name`` is the label in every output; ``baseline`` the registry name and ``options`` its
     constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
     ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
-    it acts (``argmax`` or ``sample``, :data:`~agents.train_config.EVAL_ACTIONS`) and
+    it acts (``argmax`` or ``sample``, :data:`~agents.training.config.EVAL_ACTIONS`) and
     ``conflicts`` how its agents are reconciled (``bayes``, ``sequential`` or ``room``,
-    :data:`~agents.conflict.CONFLICT_MODES`) and ``start_floor`` where its start floor comes from
-    (``scenario`` or ``online``, :data:`~agents.online_floor.START_FLOORS`) (policies).
+    :data:`~agents.policy.conflict.CONFLICT_MODES`) and ``start_floor`` where its start floor comes from
+    (``scenario`` or ``online``, :data:`~agents.policy.online_floor.START_FLOORS`) (policies).
     """
 
     name: str
@@ -154,15 +164,15 @@ def resolve_schedulers(
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
-    checkpoint says (:func:`~agents.checkpoint.checkpoint_eval_action`); their agents are
-    reconciled by ``policy_conflicts`` (a mode of :data:`~agents.conflict.CONFLICT_MODES`), or None: as each
+    checkpoint says (:func:`~agents.policy.checkpoint.checkpoint_eval_action`); their agents are
+    reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.conflict.CONFLICT_MODES`), or None: as each
     checkpoint's ``policy.conflicts`` says; their start floor is ``policy_floor``
-    (:data:`~agents.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
+    (:data:`~agents.policy.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
-    from agents.conflict import CONFLICT_MODES
-    from agents.train_config import EVAL_ACTIONS
+    from agents.policy.conflict import CONFLICT_MODES
+    from agents.training.config import EVAL_ACTIONS
 
     from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
@@ -171,7 +181,7 @@ def resolve_schedulers(
     if policy_conflicts is not None and policy_conflicts not in CONFLICT_MODES:
         raise ConfigError(f"policy conflicts must be one of {list(CONFLICT_MODES)}, got {policy_conflicts!r}")
     if policy_floor is not None:
-        from agents.online_floor import check_start_floor
+        from agents.policy.online_floor import check_start_floor
 
         check_start_floor(policy_floor)
     known = available_schedulers()
@@ -200,7 +210,8 @@ def resolve_schedulers(
         if cfg is None:
             raise ValueError("resolve_schedulers needs the scenario to check checkpoints")
         infos = [check_checkpoint(p, cfg) for p in checkpoints]
-        names = checkpoint_names(checkpoints, [i["variant"] for i in infos], taken=[s.name for s in specs])
+        labels = [policy_label(i["variant"], policy_conflicts or i["conflicts"]) for i in infos]
+        names = checkpoint_names(checkpoints, labels, taken=[s.name for s in specs])
         unknown += [n for n in policy_items if n not in names and not POLICY_PATTERN.fullmatch(n)]
         policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
                                   trained_on=info["trained_on"], action=policy_action or info["action"],
@@ -229,7 +240,8 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
-    from agents.checkpoint import checkpoint_eval_action, load_policy_checkpoint  # CheckpointError: a ConfigError
+    # CheckpointError: a ConfigError
+    from agents.policy.checkpoint import checkpoint_eval_action, load_policy_checkpoint
 
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
@@ -257,8 +269,8 @@ class Worker:
             from agents.baselines import make_scheduler
 
             return make_scheduler(spec.baseline, **dict(spec.options))
-        from agents.tapfinger import TapFingerScheduler
-        from agents.train_config import SAMPLE
+        from agents.policy.scheduler import TapFingerScheduler
+        from agents.training.config import SAMPLE
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy

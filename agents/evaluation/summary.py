@@ -39,7 +39,7 @@ checkpoint):
   (``beats_best_oracle``) to meet the target; ``max_start_slowdown`` is recorded at the top level,
   and ``start_floor`` (with a checkpoint): ``scenario`` (that oracle offer) or ``online`` (the same
   factor on durations the policy's scheduler estimates in the episode,
-  :mod:`agents.online_floor`; such a policy does not read the true durations).
+  :mod:`agents.policy.online_floor`; such a policy does not read the true durations).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * **Steps.** A collection runs at least one step per env, so ``--envs`` above
   ``train.collect_steps`` is refused. ``--steps`` is rounded up to whole evaluation intervals of whole collection batches
-  (:meth:`~agents.train_config.TrainConfig.planned_env_steps`); a plan more than
+  (:meth:`~agents.training.config.TrainConfig.planned_env_steps`); a plan more than
   :data:`PLAN_FACTOR` times ``--steps`` (and more than :data:`PLAN_SLACK` steps over it) is refused:
   it is almost always ``--envs`` far too large for the default collection size (128 x envs).
 * **Memory.** The collection buffer holds every observation of a collection batch twice (the

@@ -1,9 +1,9 @@
 """Training checkpoints: ``last.pt``/``best.pt``, what they hold, and restoring a run from one.
 
-Written with :func:`agents.checkpoint.save_policy_checkpoint` (keys ``model``,
+Written with :func:`agents.policy.checkpoint.save_policy_checkpoint` (keys ``model``,
 ``policy_config``, ``scenario``, ``obs_spec``) plus :data:`CKPT_KEYS`: ``optimizer``,
 ``counters``, ``rng``, ``train_config`` and ``return_scaler``; every value is a tensor or a
-plain Python value, and every read goes through :func:`agents.checkpoint.read_checkpoint`
+plain Python value, and every read goes through :func:`agents.policy.checkpoint.read_checkpoint`
 (``weights_only=True``).
 """
 
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
+from agents.policy.checkpoint import POLICY_KEYS, CheckpointError, read_checkpoint, save_policy_checkpoint
 from envs.config import ConfigError, ScenarioConfig
 
-from ..checkpoint import POLICY_KEYS, CheckpointError, read_checkpoint, save_policy_checkpoint
-from ..train_config import TrainConfig
+from .config import TrainConfig
 from .rng import rng_state
 
 if TYPE_CHECKING:
-    from ..ppo import MultiAgentPPO
+    from .ppo import MultiAgentPPO
     from .run_spec import RunSpec
 
 LAST = "last.pt"
@@ -35,8 +35,8 @@ CKPT_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a training checkpoint (a file, or a run directory holding ``last.pt``).
 
-    Reads with :func:`agents.checkpoint.read_checkpoint` (safe loading: tensors and plain
-    values only); every problem raises :class:`~agents.checkpoint.CheckpointError` (a
+    Reads with :func:`agents.policy.checkpoint.read_checkpoint` (safe loading: tensors and plain
+    values only); every problem raises :class:`~agents.policy.checkpoint.CheckpointError` (a
     :class:`ConfigError`).
     """
     path = Path(path)

@@ -1,10 +1,10 @@
 """Training and evaluation environments: the per-env wrapper, its seeding, and the vector envs.
 
 ``train.vector`` picks the kind: ``batch`` (default) -- :mod:`envs.batched` behind
-:class:`~agents.vector_env.BatchVectorEnv`, in process or split over ``train.workers``
+:class:`~agents.training.vector_env.BatchVectorEnv`, in process or split over ``train.workers``
 processes; ``ray`` -- the same split over Ray actors; ``dummy``/``subproc`` -- one
 ``envs.gym_env.EdgeClustersEnv`` per env wrapped by :class:`TrainingEnv`. Every kind gives env
-``i`` the workload seeds of :class:`~agents.vector_env.SeedSchedule` key ``(seed, restart, i)``,
+``i`` the workload seeds of :class:`~agents.training.vector_env.SeedSchedule` key ``(seed, restart, i)``,
 drawn from ``[TRAIN_SEED_MIN, 2**62)``, and the same ``info`` schema.
 """
 
@@ -24,8 +24,8 @@ from envs.batched import EPISODE_INFO, STEP_INFO
 from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
 from envs.gym_env import EdgeClustersEnv
 
-from ..train_config import TrainConfig
-from ..vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv
+from .config import TrainConfig
+from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv
 
 if TYPE_CHECKING:
     from typing import TypeAlias

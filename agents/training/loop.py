@@ -23,24 +23,30 @@ from torch.utils.tensorboard import SummaryWriter
 from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
-from ..train_config import ARGMAX
-from ..vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
-from .checkpoints import BEST, LAST, RESULT_FILE, restore
-from .envs import evaluation_envs, training_envs
 from . import rundir
+from .checkpoints import BEST, LAST, RESULT_FILE, restore
+from .config import ARGMAX
+from .envs import evaluation_envs, training_envs
 from .logger import RunLogger
+from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
-from .run_spec import RunSpec, check_environment, configure_process, write_config
+from .run_spec import RunSpec
 from .session import Session
 from .stats import SchedulingCollectStats
+from .vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
 
 if TYPE_CHECKING:
     from tianshou.trainer import OnPolicyTrainer
 
-    from ..policy import TapFingerPolicy
-    from ..ppo import MultiAgentPPO
+    from agents.policy.network import TapFingerPolicy
+
     from .envs import VectorEnv
+    from .ppo import MultiAgentPPO
+
+#: ring size per env of the evaluation collector's buffer (evaluation keeps no data; read by
+#: :func:`make_collectors` at call time, so it may be patched here)
+EVAL_BUFFER_PER_ENV = 256
 
 
 @dataclass
@@ -76,7 +82,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
 
     The run directory is taken first (:func:`agents.training.rundir.claim`), then ``on_start(run_dir)``
     is called. Raises :class:`TrainingInterrupted` on Ctrl-C (or SIGTERM turned into one), and
-    :class:`~agents.vector_env.WorkerDied` when a vector env worker process or Ray actor died; both
+    :class:`~agents.training.vector_env.WorkerDied` when a vector env worker process or Ray actor died; both
     after saving ``last.pt``."""
     t = spec.train
     device = device or check_environment(spec)
@@ -138,10 +144,11 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
 
 
 def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tuple[MultiAgentPPO, TapFingerPolicy]:
-    """The network, the tianshou policy and :class:`~agents.ppo.MultiAgentPPO`."""
-    # imported on first use: agents.ppo and agents.policy load the graph networks (torch-geometric)
-    from ..policy import TapFingerPolicy
-    from ..ppo import JointActorPolicy, MultiAgentPPO
+    """The network, the tianshou policy and :class:`~agents.training.ppo.MultiAgentPPO`."""
+    # imported on first use: agents.training.ppo and agents.policy load the graph networks (torch-geometric)
+    from agents.policy.network import TapFingerPolicy
+
+    from .ppo import JointActorPolicy, MultiAgentPPO
 
     net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
     t = spec.train
@@ -179,12 +186,10 @@ def make_collectors(
 ) -> tuple[BatchCollector, BatchCollector | None]:
     """The training collector (a buffer sized for one collection) and the evaluation collector.
 
-    Both are :class:`~agents.vector_env.BatchCollector` over a
-    :class:`~agents.vector_env.BatchedReplayBuffer` (tianshou's classes with the per-env Python
+    Both are :class:`~agents.training.vector_env.BatchCollector` over a
+    :class:`~agents.training.vector_env.BatchedReplayBuffer` (tianshou's classes with the per-env Python
     loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
     """
-    from . import EVAL_BUFFER_PER_ENV  # read at call time: the package's value (tests patch it there)
-
     t = spec.train
     n_steps = t.resolved_collect_steps()
     if n_steps is not None:

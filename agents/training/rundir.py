@@ -33,6 +33,8 @@ from envs.config import ConfigError
 
 from ..output_dirs import check_free_space, check_output_dir
 
+#: the resolved configs of the run, in its directory (written by :func:`~agents.training.prepare.write_config`)
+CONFIG_FILE = "config.yaml"
 #: the key of the run's id in checkpoint counters and in ``config.yaml``'s ``meta`` section
 RUN_ID = "run_id"
 #: the lock file every process of a run holds while it works
@@ -62,8 +64,6 @@ def check_run_name(name: str | None) -> None:
 
 def read_run_id(run_dir: Path) -> str | None:
     """The run id in ``<run_dir>/config.yaml`` (None: no such file, or a run from before run ids)."""
-    from .run_spec import CONFIG_FILE
-
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         return None
@@ -84,8 +84,6 @@ def checkpoint_run_id(ckpt: Mapping[str, Any]) -> str | None:
 def owns(ckpt: Mapping[str, Any], run_dir: Path) -> bool:
     """The checkpoint belongs to the run in ``run_dir``: that directory's ``config.yaml`` carries
     the checkpoint's run id (for a run from before run ids: both carry none)."""
-    from .run_spec import CONFIG_FILE
-
     if not (run_dir / CONFIG_FILE).is_file():
         return False
     return read_run_id(run_dir) == checkpoint_run_id(ckpt)

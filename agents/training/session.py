@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tianshou.trainer import OnPolicyTrainer
     from torch.utils.tensorboard import SummaryWriter
 
-    from ..ppo import MultiAgentPPO
+    from .ppo import MultiAgentPPO
     from .run_spec import RunSpec
 
 

@@ -9,20 +9,20 @@ import torch
 
 from envs.config import ConfigError
 
-from ..train_config import TRAIN_SEED_MIN
+from .config import TRAIN_SEED_MIN
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-    from ..imitation import WarmStartResult
-    from ..ppo import MultiAgentPPO
+    from .imitation import WarmStartResult
+    from .ppo import MultiAgentPPO
     from .run_spec import RunSpec
 
 
 def warm_start(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) -> WarmStartResult:
     """``train.imitate``: clone the teacher scheduler into ``net`` (behaviour cloning and DAgger,
-    :mod:`agents.imitation`) and start PPO's return scaling from the returns it saw."""
-    from ..imitation import warm_start as clone_teacher  # imported on first use (loads the baselines)
+    :mod:`agents.training.imitation`) and start PPO's return scaling from the returns it saw."""
+    from .imitation import warm_start as clone_teacher  # imported on first use (loads the baselines)
 
     t = spec.train
     result = clone_teacher(
@@ -50,13 +50,13 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
     checkpoint, its return scaling); the optimizer, counters and RNG start fresh.
 
     The checkpoint may come from another scenario (that is the point: train at N = 3, fine-tune
-    at N = 6) if the policy can act on this one (:func:`~agents.checkpoint.load_policy_checkpoint`
+    at N = 6) if the policy can act on this one (:func:`~agents.policy.checkpoint.load_policy_checkpoint`
     checks it) and its architecture equals this run's ``policy`` section (the fields of
     ``PolicyConfig.RUNTIME_FIELDS``, such as ``conflicts``, may differ: the run's apply); otherwise a
     :class:`~envs.config.ConfigError` names the fields to set. Returns (and with the run's
     progress lines prints) a one-line summary.
     """
-    from ..checkpoint import load_policy_checkpoint
+    from agents.policy.checkpoint import load_policy_checkpoint
 
     path = str(spec.train.init_from)
     trained, meta = load_policy_checkpoint(path, device="cpu", scenario=spec.scenario)

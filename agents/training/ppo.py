@@ -27,7 +27,7 @@ The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)
   - diagnostics: approx KL, clip fraction, explained variance, behaviour/recomputed
     log-prob mismatch.
 
-``train.precision=bfloat16`` (:mod:`agents.precision`) runs the network passes of collection
+``train.precision=bfloat16`` (:mod:`agents.training.precision`) runs the network passes of collection
 and of the update under bfloat16 autocast; validation (outside training steps) runs float32.
 """
 
@@ -53,10 +53,11 @@ from tianshou.data.types import (
     RolloutBatchProtocol,
 )
 
-from agents.policy import obs_to_torch
-from agents.precision import FLOAT32, autocast, check_precision
-from agents.shards import run_sharded
-from agents.train_config import BEHAVIOUR, OLD_STATS, RECOMPUTE
+from agents.policy.observations import obs_to_torch
+
+from .config import BEHAVIOUR, OLD_STATS, RECOMPUTE
+from .precision import FLOAT32, autocast, check_precision
+from .shards import run_sharded
 
 
 class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
@@ -270,15 +271,15 @@ class MultiAgentPPO(PPO):
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self._pre_stats: dict[str, float] = {}
         self._mismatch_pending = False  # logp_mismatch still to measure on the first minibatch
-        #: precision of the network passes of the update (``train.precision``, agents/precision.py)
+        #: precision of the network passes of the update (``train.precision``, agents/training/precision.py)
         self.precision = check_precision(precision)
-        #: where logp_old / skip / v_s come from (``train.old_stats``, agents/train_config.py)
+        #: where logp_old / skip / v_s come from (``train.old_stats``, agents/training/config.py)
         self.old_stats = old_stats
         policy.store_behaviour = old_stats == BEHAVIOUR
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
         #: row shards of each minibatch's forward + backward pass, in parallel CPU threads with
-        #: one intra-op thread each (``train.shards``, :mod:`agents.shards`)
+        #: one intra-op thread each (``train.shards``, :mod:`agents.training.shards`)
         self.shards = int(shards)
 
     @property
@@ -445,7 +446,7 @@ class MultiAgentPPO(PPO):
 
         The loss is a sum over samples with the minibatch's denominators (active entries, value
         entries) fixed up front, so the forward and backward pass can run on row shards in
-        parallel threads (:attr:`shards`, :mod:`agents.shards`) whose gradients add up to the
+        parallel threads (:attr:`shards`, :mod:`agents.training.shards`) whose gradients add up to the
         whole minibatch's; with one shard it is the plain masked-mean loss."""
         active = ~mb.skip  # the STORED skip flags (eq. 14)
         adv = mb.adv

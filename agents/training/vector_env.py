@@ -30,7 +30,7 @@ from envs.config import ScenarioConfig
 from envs.gym_env import action_space as joint_action_space
 from envs.gym_env import observation_space as joint_observation_space
 
-from .train_config import TRAIN_SEED_MIN
+from .config import TRAIN_SEED_MIN
 
 #: what a step returns before wrapping: obs dict, reward, terminated, truncated, info dict
 StepArrays = tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]
@@ -42,7 +42,7 @@ class SeedSchedule:
     ``fixed`` (evaluation): the same seed at every reset. Otherwise (training) a fresh seed
     per episode from a generator keyed by ``(run seed, restart, env index)``, always in
     ``[TRAIN_SEED_MIN, 2**62)`` so training never sees an evaluation workload (evaluation
-    seeds are below ``TRAIN_SEED_MIN``; :class:`~agents.train_config.TrainConfig` checks that).
+    seeds are below ``TRAIN_SEED_MIN``; :class:`~agents.training.config.TrainConfig` checks that).
     """
 
     def __init__(self, key: Sequence[int] = (0,), fixed: int | None = None) -> None:

@@ -3,13 +3,13 @@
 A PPO update allocates and frees tensors of tens of megabytes every minibatch. glibc returns
 such blocks to the operating system as soon as they are freed (blocks above its ``mmap``
 threshold are unmapped, the heap's top is trimmed), so the next minibatch faults the same pages
-in again: ~28,000 minor page faults and ~40 ms of kernel time a 2,048-sample minibatch on the
-2-core machine (README, "Measured results"). :func:`configure_allocator` with ``"keep"`` raises
-the ``mmap`` threshold to glibc's maximum, maps no block on its own (glibc's largest threshold is
-32 MB, and a float32 minibatch at six clusters and hidden 128 allocates ~57 MB tensors: without
-this, ~75,000 faults a minibatch remained) and stops trimming, so freed memory is reused; the
-process then keeps its peak footprint. The setting is process-wide (it cannot be compared
-within one process) and a no-op where the C library is not glibc.
+in again: a minor page fault and the kernel's zeroing for every page, every minibatch.
+:func:`configure_allocator` with ``"keep"`` raises the ``mmap`` threshold to glibc's maximum,
+maps no block on its own (glibc's largest threshold is 32 MB, below the largest tensors of a
+minibatch at six clusters and hidden 128, which would otherwise still be mapped and unmapped
+every time) and stops trimming, so freed memory is reused; the process then keeps its peak
+footprint. The setting is process-wide (it cannot be compared within one process) and a no-op
+where the C library is not glibc.
 """
 
 from __future__ import annotations

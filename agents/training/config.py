@@ -32,10 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from agents.allocator import MALLOC_MODES
-from agents.precision import FLOAT32, PRECISIONS
 from envs.config import ConfigError, parse_override
-
 from envs.config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
     ConfigSection,
     apply_values,
@@ -46,6 +43,9 @@ from envs.config_section import (  # noqa: F401 - coerce and apply_values are re
     one_of,
     rule,
 )
+
+from .malloc import MALLOC_MODES
+from .precision import FLOAT32, PRECISIONS
 
 #: training vector env kinds (``train.vector``, ``train.py --vector``) and what each runs
 VECTOR_KIND_HELP = {
@@ -113,9 +113,9 @@ class TrainConfig(ConfigSection):
     device: str = "auto"  # the learner's device: auto (CUDA when available), cpu or cuda
     torch_threads: int | None = None  # torch intra-op threads in the learner (None: torch default)
     shards: int = 1  # CPU: row shards of each PPO minibatch's pass, run in parallel threads (1 intra-op thread each)
-    malloc: str = "keep"  # MALLOC_MODES (agents/allocator.py): keep freed memory in the process (glibc) or the system's
+    malloc: str = "keep"  # MALLOC_MODES (agents/training/malloc.py): keep freed memory in the process (glibc) or the system's
     compile: str | None = None  # torch.compile mode of the policy's tensor passes (None: eager); COMPILE_MODES
-    precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/precision.py)
+    precision: str = FLOAT32  # network passes of collection and update: PRECISIONS (agents/training/precision.py)
     # -- PPO (tianshou PPO arguments)
     lr: float = 1e-4  # Adam learning rate
     lr_schedule: str = CONSTANT_LR  # LR_SCHEDULES; linear: lr x (1 - env_step / steps), a function of the step only
@@ -132,7 +132,7 @@ class TrainConfig(ConfigSection):
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
-    # -- warm start by imitation (agents/imitation.py), before the first PPO update of a new run
+    # -- warm start by imitation (agents/training/imitation.py), before the first PPO update of a new run
     imitate: str | None = None  # teacher scheduler spec, e.g. "optimus:preemptive=false" (None: no warm start)
     imitate_episodes: int = 64  # episodes (training workloads) recorded per imitation round
     imitate_rounds: int = 0  # DAgger rounds after the teacher's own episodes (0: plain behaviour cloning)

@@ -1,7 +1,7 @@
 """Policy checkpoints: the one reader (safe loading only), the writer and the one error type.
 
 Every checkpoint read in the project -- ``evaluate.py --checkpoint``, ``train.py --resume``,
-:class:`agents.tapfinger.TapFingerScheduler` -- goes through :func:`read_checkpoint`, which
+:class:`agents.policy.scheduler.TapFingerScheduler` -- goes through :func:`read_checkpoint`, which
 calls ``torch.load(..., weights_only=True)``: a checkpoint holds tensors and plain Python
 values only (dicts, lists, numbers, strings), so a file that carries any other pickled object
 (which could run code while it is unpickled) is refused, never executed.
@@ -9,8 +9,8 @@ values only (dicts, lists, numbers, strings), so a file that carries any other p
 Every problem raises :class:`CheckpointError`, a :class:`~envs.config.ConfigError`, so the
 command lines report it as bad input (exit 2, one line on stderr).
 
-The policy classes live in :mod:`agents.policy`, which re-exports this module's names; they are
-imported lazily here so that either module can be imported first.
+The network and its config are imported when a checkpoint is loaded: importing this module
+does not load the graph networks (torch-geometric).
 """
 
 from __future__ import annotations
@@ -28,18 +28,14 @@ from torch import Tensor, nn
 
 from envs.config import ConfigError, ScenarioConfig
 
+from .observations import spec_dims, spec_to_dict
+
 #: keys every policy checkpoint holds (``agents.training`` adds its own, see ``CKPT_KEYS`` there)
 POLICY_KEYS = ("model", "policy_config", "scenario", "obs_spec")
 
 
 class CheckpointError(ConfigError):
     """A checkpoint is missing, unreadable, unsafe, incomplete, or does not fit the model or scenario."""
-
-
-def _policy() -> Any:
-    import agents.policy as policy_module
-
-    return policy_module
 
 
 def _why_unreadable(exc: BaseException) -> tuple[str, bool]:
@@ -88,7 +84,7 @@ def read_checkpoint(
 
 def check_compatible(policy: Any, spec: Any) -> None:
     """Raise :class:`CheckpointError` if ``policy`` cannot act on observations of ``spec``."""
-    have, want = policy.dims, _policy().spec_dims(spec)
+    have, want = policy.dims, spec_dims(spec)
     labels = {
         "K": "task types", "alloc_dims": "allocation grid (CPU + 1, GPU + 1)", "P": "pending slots",
         "pending_features": "pending-task features", "running_features": "running-task features",
@@ -124,7 +120,7 @@ def save_policy_checkpoint(
         model=policy.state_dict(),
         policy_config=policy.cfg.to_dict(),
         scenario=scenario_to_dict(scenario_cfg),
-        obs_spec=_policy().spec_to_dict(policy.spec),
+        obs_spec=spec_to_dict(policy.spec),
     )
     data = _on_cpu(data)
     path = Path(path)
@@ -220,11 +216,13 @@ def load_policy_checkpoint(
     from envs.config import from_dict as scenario_from_dict
     from envs.observation import ObservationSpec
 
-    mod = _policy()
+    from .config import PolicyConfig  # imported on first use: the network loads the graph networks
+    from .network import TapFingerPolicy
+
     path = Path(path)
     data = read_checkpoint(path, device)
     try:
-        pcfg = mod.PolicyConfig.from_dict(data["policy_config"])
+        pcfg = PolicyConfig.from_dict(data["policy_config"])
     except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
     try:
@@ -235,14 +233,14 @@ def load_policy_checkpoint(
     stored = data["obs_spec"]
     if not isinstance(stored, Mapping):
         raise CheckpointError(f"checkpoint {str(path)!r}: obs_spec must be a mapping")
-    fresh = mod.spec_to_dict(spec)
+    fresh = spec_to_dict(spec)
     diff = [k for k in fresh if k in stored and _plain(stored[k]) != _plain(fresh[k])]
     if diff:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: obs_spec disagrees with its scenario on {diff} "
             "(saved by an incompatible version of the observation builder?)"
         )
-    policy = mod.TapFingerPolicy(spec, pcfg)
+    policy = TapFingerPolicy(spec, pcfg)
     state = data["model"]
     if not isinstance(state, Mapping):
         raise CheckpointError(f"checkpoint {str(path)!r}: model must be a state dict")
@@ -263,8 +261,8 @@ def load_policy_checkpoint(
 
 def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> str:
     """How the checkpoint's policy acts when evaluated (``train.eval_action`` of its run,
-    :data:`~agents.train_config.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
-    from agents.train_config import ARGMAX, EVAL_ACTIONS
+    :data:`~agents.training.config.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
+    from agents.training.config import ARGMAX, EVAL_ACTIONS
 
     train = meta.get("train_config")
     action = train.get("eval_action", ARGMAX) if isinstance(train, Mapping) else ARGMAX

@@ -9,7 +9,7 @@ A variant combines an *encoder* with a task *selector*:
   choice among the feasible slots; ``fifo``: the earliest feasible slot.
 
 Everything that names variants reads this module: ``PolicyConfig.variant`` (checked against
-:data:`VARIANT_NAMES`), :class:`~agents.policy.TapFingerPolicy` (which encoder and selector
+:data:`VARIANT_NAMES`), :class:`~agents.policy.network.TapFingerPolicy` (which encoder and selector
 it builds), ``train.py --variant`` and ``evaluate.py`` (checkpoint names). Pure Python: no torch.
 """
 

@@ -9,10 +9,10 @@ so the shards compute the rows the whole batch would (to float round-off).
 
 The PPO update runs the forward and backward pass of each minibatch's shards, the gradients
 summing into the parameters' ``.grad``, and the old-statistics pass of ``old_stats="recompute"``
-on shards too (:class:`agents.ppo.MultiAgentPPO`). Acting is not sharded: at a collection
-batch (256 envs, 128 a shard) the pass is bound by Python work under the GIL, and two shards
-measured no faster than two intra-op threads (README, "Measured results"). Autocast and grad
-modes are thread-local: the function a shard runs enters its own.
+on shards too (:class:`agents.training.ppo.MultiAgentPPO`). Acting is not sharded: a collection
+pass, with no backward, is bound by Python work under the GIL, so shards gain nothing over the
+intra-op threads there. Autocast and grad modes are thread-local: the function a shard runs
+enters its own.
 """
 
 from __future__ import annotations

@@ -24,15 +24,17 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.checkpoint import checkpoint_eval_action
-from agents.online_floor import OnlineStartFloor, check_start_floor
-from agents.policy import TapFingerPolicy, check_compatible, load_policy_checkpoint, obs_to_torch
-from agents.train_config import ARGMAX
+from agents.training.config import ARGMAX
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.joint_action import decode_joint_action
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.scheduling import Decision
+
+from .checkpoint import check_compatible, checkpoint_eval_action, load_policy_checkpoint
+from .network import TapFingerPolicy
+from .observations import obs_to_torch
+from .online_floor import OnlineStartFloor, check_start_floor
 
 
 def joint_action_to_decision(sim: Simulator, action: np.ndarray) -> Decision:
@@ -52,13 +54,13 @@ class TapFingerScheduler:
 
     ``name`` is the policy variant (``tapfinger``, ``no-han``, ``no-pointer``, ``vanilla``).
     ``deterministic``: take the most likely joint action (True) or sample it (False); None:
-    as the checkpoint's run validated it (:func:`~agents.checkpoint.checkpoint_eval_action`),
+    as the checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_action`),
     True for a policy object. ``conflicts``: run the policy's agents in this mode
-    (:data:`~agents.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
+    (:data:`~agents.policy.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
     weights serve either); None: as the policy's config says. ``start_floor``: ``scenario`` (the
     offer as the env builds it: with the scenario's ``max_start_slowdown``, from the true
     durations) or ``online`` (the paper's offer, then the same factor applied to durations
-    estimated in the episode, :class:`~agents.online_floor.OnlineStartFloor`). ``own_builder``:
+    estimated in the episode, :class:`~agents.policy.online_floor.OnlineStartFloor`). ``own_builder``:
     build observations with a builder of its own instead of the one shared per (spec, offer)
     (for episodes that run interleaved, :meth:`decide_batch`: a shared builder would rebuild its
     per-workload tables at every switch).
@@ -132,7 +134,7 @@ class TapFingerScheduler:
         row's random draws come from its own scheduler's generator, so the decisions are those
         each ``decide`` would take (the batched forward's float round-off is absorbed by the tie
         tolerance of the deterministic choice and of Bayes' rule,
-        :data:`~agents.conflict.TIE_TOLERANCE`).
+        :data:`~agents.policy.conflict.TIE_TOLERANCE`).
         """
         if not schedulers:
             return []

@@ -1,7 +1,8 @@
 """``train.malloc``: glibc keeps freed memory in the process (large tensors on the heap, no trim).
 
-The setting is process-wide, so each mode is observed in its own subprocess. Its effect on
-training speed (page faults, time) is measured in README "Measured results", not here."""
+The setting is process-wide, so each mode is observed in its own subprocess. What is checked
+is where glibc puts large blocks; the effect on training speed is a benchmark's matter
+(``benchmarks/training_speed.py``, one process per mode), not a test's."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.allocator import MALLOC_MODES, _mallopt, configure_allocator
-from agents.train_config import TrainConfig
+from agents.training.config import TrainConfig
+from agents.training.malloc import MALLOC_MODES, _mallopt, configure_allocator
 from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,12 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # where glibc puts three tensors of 30 MB (below glibc's largest mmap threshold, 32 MB) or 48 MB
 # (above it) (mallinfo2, glibc >= 2.33): each in its own mapping (unmapped
 # again when freed, so the next one faults its pages in afresh) or on the heap. The trim setting is
-# not observed here: without it, freeing such blocks shrank the heap by 0-60 MB from run to run
-# (README "Measured results" has its effect on training), so heap_shrank == 0 below holds with or
-# without it
+# not observed here: whether freeing such blocks shrinks the heap without it varies from run to
+# run, so heap_shrank == 0 below holds with or without it
 _PLACEMENT = """
 import ctypes, json, sys, torch
-from agents.allocator import configure_allocator
+from agents.training.malloc import configure_allocator
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
                 ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]

@@ -29,19 +29,10 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-PRIORS = ("paper", "code")
-#: how agents that want the same task are reconciled (``PolicyConfig.conflicts``): ``bayes``
-#: (paper eq. 11: every agent chooses independently, :func:`resolve_conflicts` keeps one claim
-#: per task and the others lose the step), ``sequential`` (agents choose in index order and a
-#: task started by an earlier agent is masked for the later ones: no conflict can arise;
-#: ``TapFingerPolicy`` implements it in its joint pass) or ``room`` (the same, agents ordered
-#: by decreasing free room of their clusters, ``agents.policy.room_order``)
-CONFLICT_MODES = ("bayes", "sequential", "room")
-#: the modes in which agents choose one after another
-SEQUENTIAL_MODES = ("sequential", "room")
+from .modes import CONFLICT_MODES, PRIORS, SEQUENTIAL_MODES  # noqa: F401 - re-exported: their home is modes.py
 _BIG = 1e18
 #: scores within this of the best, in log space, count as tied: the deterministic choice of a
-#: slot or an allocation (``agents.policy``) and the winner of a contested task
+#: slot or an allocation (``agents.policy.noise``) and the winner of a contested task
 TIE_TOLERANCE = 1e-4
 #: where a batch's random draws come from: one generator for the whole batch, one per sample
 #: (row ``b`` of every draw comes from ``generators[b]``, exactly as a batch of one would draw
@@ -110,7 +101,7 @@ def resolve_conflicts(
             shape ``(B, N)`` is made on every call, so the stream advances identically whatever
             the outcome).
         tie: ``(B, N)`` uniforms for the tie-break, drawn by the caller (then ``generator`` is
-            not used): :func:`agents.policy.draw_act_noise` draws them up front.
+            not used): :func:`agents.policy.noise.draw_act_noise` draws them up front.
     """
     active = active.bool()
     B, N = task_key.shape

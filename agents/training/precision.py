@@ -8,9 +8,10 @@ resolution, the loss) stay float32 (:class:`~agents.policy.TapFingerPolicy` cast
 and values to float32). Validation during training and ``evaluate.py`` run float32, so the
 checkpoint chosen as ``best.pt`` is chosen by what evaluation will measure.
 
-On a CPU with bfloat16 matrix instructions (AVX512-BF16/AMX) the products run several times
-faster (README, Speed); without them bfloat16 is emulated and likely slower (not measured).
-On CUDA it is the usual bfloat16 autocast. bfloat16 needs no loss scaling (float32's exponent range).
+bfloat16 pays on a CPU with bfloat16 matrix instructions (AVX512-BF16, AMX), which run the
+products faster than float32; without them oneDNN emulates bfloat16 and the passes are likely
+slower, so float32 stays the default. On CUDA it is the usual bfloat16 autocast. bfloat16 needs no
+loss scaling (float32's exponent range).
 """
 
 from __future__ import annotations

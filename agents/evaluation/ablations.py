@@ -1,0 +1,231 @@
+"""Ablations: each a scenario's recipe with one change, trained from scratch in its own mode.
+
+:data:`ABLATIONS` is the one list of variants (name -> the ``key=value`` overrides that change the
+recipe, and how the trained policy acts when evaluated). ``benchmarks/ablations.py`` trains K
+seeds of every variant (:mod:`.seed_runs`), runs every seed's ``best.pt`` with the baselines on
+the held-out workloads (:func:`~agents.evaluation.results.report_seeds`), and writes
+``ablations.md``, ``ablations.csv`` (one row per scenario x variant x seed) and one validation
+curve PNG per scenario (every variant's mean over seeds with its min-max band).
+
+Per variant: the mean ± sd over seeds of the held-out mean JCT, the paired difference against the
+recipe (per workload, the mean over seeds of the variant minus that of the recipe, with its 95%
+t-interval), the env steps its seeds needed to beat optimus on validation, its wall time and device.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .runner import EvaluationRun
+from .summary import paired_from_means, per_seed_means
+
+#: the reference variant: the recipe itself
+RECIPE = "recipe"
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One change to the recipe: ``overrides`` for ``train.py``, ``floor`` for evaluation
+    (``scenario``: the env's offer from the true durations; ``online``: the policy's own estimates)."""
+
+    name: str
+    description: str
+    overrides: tuple[str, ...] = ()
+    floor: str | None = None
+
+
+#: the start floor factor of the floor variants (the policy is offered a task only if it would
+#: finish within this many times its fastest duration with the free resources)
+FLOOR_FACTOR = 3
+
+ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
+    Ablation(RECIPE, "the recipe: the paper's method (HAN, pointer, Bayes conflicts, masking), from scratch"),
+    Ablation("imitation", "a warm start by imitation of optimus (non-preemptive) before PPO",
+             ("train.imitate=optimus:preemptive=false",)),
+    Ablation("room", "agents choose in order of free room (no conflicts)", ("policy.conflicts=room",)),
+    Ablation("sequential", "agents choose in index order (no conflicts)", ("policy.conflicts=sequential",)),
+    Ablation("floor-online", f"start floor {FLOOR_FACTOR}, from the policy's own duration estimates when evaluated",
+             (f"max_start_slowdown={FLOOR_FACTOR}",), floor="online"),
+    Ablation("floor-oracle", f"start floor {FLOOR_FACTOR}, from the true durations (reads an oracle)",
+             (f"max_start_slowdown={FLOOR_FACTOR}",), floor="scenario"),
+    Ablation("no-han", "an MLP encoder instead of the HAN", ("policy.variant=no-han",)),
+    Ablation("no-pointer", "a uniform choice among feasible tasks instead of the pointer", ("policy.variant=no-pointer",)),
+    Ablation("vanilla", "MLP encoder and FIFO task choice", ("policy.variant=vanilla",)),
+    Ablation("paper-size", "the paper's network: plain HANConv stack, hidden 256, 6 layers, one actor per agent",
+             ("policy.faithful=true", "policy.hidden=256", "policy.han_layers=6", "policy.shared_actors=false")),
+    Ablation("per-cluster-reward", "the paper's per-cluster reward instead of the team reward", ("reward=per_cluster",)),
+)}
+
+
+def run_dir(runs: Path, scenario: str, variant: str, seed: int) -> Path:
+    """Where a variant's seed trains: the recipe's own runs are ``benchmarks/reproduce.py``'s."""
+    base = runs / scenario
+    return base / f"s{seed}" if variant == RECIPE else base / variant / f"s{seed}"
+
+
+def policy_name(variant: str, seed: int) -> str:
+    """A variant seed's scheduler name in the evaluation (``room-s1``)."""
+    return f"{variant}-s{seed}"
+
+
+@dataclass
+class VariantRow:
+    """One CSV row: a variant's training seed on one scenario."""
+
+    scenario: str
+    variant: str
+    seed: int
+    env_steps: int
+    wall_s: float
+    device: str
+    heldout_mean_jct: float | None
+    diff_vs_recipe: float | None  # this seed minus the recipe's same seed, mean over workloads
+    validation_best: float | None
+    steps_to_beat_optimus: int | None
+
+
+@dataclass
+class VariantSummary:
+    """A variant over its seeds on one scenario (a row of ``ablations.md``)."""
+
+    scenario: str
+    variant: str
+    seeds: int
+    mean_jct: float | None
+    sd: float | None
+    vs_recipe: dict[str, Any] | None  # paired over workloads: mean_diff, ci95
+    steps_to_beat_optimus: list[int | None] = field(default_factory=list)
+    wall_s: float | None = None
+    device: str = ""
+
+
+def seed_means(run: EvaluationRun, variant: str, seeds: Sequence[int]) -> np.ndarray:
+    """``(seeds, workloads)`` per-workload mean JCTs of a variant's seeds."""
+    return np.array([per_seed_means(run.results[policy_name(variant, s)]) for s in seeds])
+
+
+def summarise(run: EvaluationRun, scenario: str, variant: str, seeds: Sequence[int],
+              training: Mapping[int, Mapping[str, Any]], beat: Mapping[int, int | None]) -> VariantSummary:
+    """A variant's :class:`VariantSummary` against the recipe (same workloads, same seeds)."""
+    m = seed_means(run, variant, seeds)
+    per_seed = np.nanmean(m, axis=1)
+    vs = None
+    if variant != RECIPE:
+        vs = paired_from_means(np.nanmean(m, axis=0), np.nanmean(seed_means(run, RECIPE, seeds), axis=0))
+    walls = [float(training[s].get("wall_s", math.nan)) for s in seeds]
+    return VariantSummary(
+        scenario=scenario, variant=variant, seeds=len(seeds),
+        mean_jct=float(np.mean(per_seed)) if per_seed.size else None,
+        sd=float(np.std(per_seed, ddof=1)) if per_seed.size > 1 else None,
+        vs_recipe=vs, steps_to_beat_optimus=[beat.get(s) for s in seeds],
+        wall_s=float(np.nanmean(walls)) if walls else None,
+        device=", ".join(sorted({str(training[s].get("device", "")) for s in seeds})),
+    )
+
+
+def variant_rows(run: EvaluationRun, scenario: str, variant: str, seeds: Sequence[int],
+                 training: Mapping[int, Mapping[str, Any]], validation: Mapping[int, float | None],
+                 beat: Mapping[int, int | None]) -> list[VariantRow]:
+    """The CSV rows of a variant's seeds."""
+    m = seed_means(run, variant, seeds)
+    recipe = seed_means(run, RECIPE, seeds)
+    rows = []
+    for k, s in enumerate(seeds):
+        t = training[s]
+        rows.append(VariantRow(
+            scenario=scenario, variant=variant, seed=s, env_steps=int(t.get("env_steps", 0)),
+            wall_s=float(t.get("wall_s", math.nan)), device=str(t.get("device", "")),
+            heldout_mean_jct=float(np.nanmean(m[k])),
+            diff_vs_recipe=None if variant == RECIPE else float(np.nanmean(m[k] - recipe[k])),
+            validation_best=validation.get(s), steps_to_beat_optimus=beat.get(s)))
+    return rows
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def write_csv(path: Path, rows: Sequence[VariantRow]) -> Path:
+    names = [f.name for f in VariantRow.__dataclass_fields__.values()]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(names)
+        for r in rows:
+            d = asdict(r)
+            w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k]) for k in names])
+    return path
+
+
+def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSummary],
+             baselines: Mapping[str, Mapping[str, float | None]]) -> str:
+    """``ablations.md``: per scenario, one row per variant, and the variants' descriptions."""
+    lines = [
+        "# Ablations: what each part of TapFinger is worth",
+        "",
+        "Generated by",
+        "",
+        f"    {command}",
+        "",
+        f"Each variant is the scenario's recipe with one change, trained from scratch at the recipe's budget; every "
+        f"seed's `best.pt` (chosen on validation workloads) on the held-out workloads {heldout[0]}..{heldout[-1]}. "
+        "Paired Δ: per workload, the variant's mean over seeds minus the recipe's, with its 95% t-interval "
+        "(below zero: the variant is faster).",
+        "",
+    ]
+    for scenario in dict.fromkeys(s.scenario for s in summaries):
+        b = baselines.get(scenario, {})
+        lines += [f"## {scenario}", "", "baselines on the same workloads: "
+                  + ", ".join(f"{k} {_fmt(v)}" for k, v in b.items()), "",
+                  "| variant | seeds | held-out mean JCT ± sd | paired Δ vs recipe | env steps to beat optimus (validation) "
+                  "| wall time per seed | device |", "|---|---|---|---|---|---|---|"]
+        for s in summaries:
+            if s.scenario != scenario:
+                continue
+            vs = "–" if s.vs_recipe is None else (f"{s.vs_recipe['mean_diff']:+.2f} [{s.vs_recipe['ci95'][0]:+.2f}, "
+                                                   f"{s.vs_recipe['ci95'][1]:+.2f}]" if s.vs_recipe["ci95"][0] is not None
+                                                   else f"{s.vs_recipe['mean_diff']:+.2f}")
+            beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_optimus)
+            sd = "" if s.sd is None else f" ± {s.sd:.2f}"
+            wall = "n/a" if s.wall_s is None or not math.isfinite(s.wall_s) else f"{s.wall_s / 60:.0f} min"
+            lines.append(f"| {s.variant} | {s.seeds} | {_fmt(s.mean_jct)}{sd} | {vs} | {beat} | {wall} | {s.device} |")
+        lines += ["", f"![{scenario} validation curves](ablations-{scenario}.png)", ""]
+    lines += ["## Variants", "", "| variant | change | overrides |", "|---|---|---|"]
+    for a in ABLATIONS.values():
+        over = " ".join(f"`{o}`" for o in a.overrides) or "–"
+        floor = f"; evaluated with `--policy-floor {a.floor}`" if a.floor else ""
+        lines.append(f"| {a.name} | {a.description}{floor} | {over} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
+                  baselines: Mapping[str, float | None]) -> Path:
+    """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps."""
+    from .plots import _pyplot, _save, colours
+
+    plt = _pyplot()
+    col = colours([*curves, *baselines])
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
+    for variant, seeds in curves.items():
+        steps = sorted(set.intersection(*(set(s for s, _ in pts) for pts in seeds))) if seeds else []
+        if not steps:
+            continue
+        values = np.array([[dict(pts)[s] for s in steps] for pts in seeds])
+        ax.plot(steps, values.mean(axis=0), color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
+        if len(seeds) > 1:
+            ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
+    for name, mean in baselines.items():
+        if mean is not None:
+            ax.axhline(mean, color=col[name], linestyle="-.", linewidth=1.3, label=f"{name} ({mean:.2f})")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("validation mean JCT (real steps)")
+    ax.set_title(f"Ablations on {scenario}: mean over seeds, min-max band", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, path)

@@ -1,0 +1,71 @@
+"""The random draws of one acting pass and the choice rules that use them.
+
+:func:`draw_act_noise` makes every draw of an :meth:`~agents.policy.network.TapFingerPolicy.act`
+call up front (:class:`ActNoise`); the pass then picks indices from log-probabilities by the
+Gumbel-max trick on those draws (sampling) or by :func:`_first_argmax` (deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .conflict import SEQUENTIAL_MODES, TIE_TOLERANCE, Generators, uniform
+
+
+def _first_argmax(logp: Tensor) -> Tensor:
+    """Deterministic choice: the lowest index whose log-probability is within
+    :data:`~agents.policy.conflict.TIE_TOLERANCE` of the best. Choices that are equal in exact
+    arithmetic (slots holding tasks of the same type and age) then resolve the same way whatever
+    float round-off the encoder implementation or the batch size leaves on them."""
+    near = logp >= logp.max(-1, keepdim=True).values - TIE_TOLERANCE
+    return near.to(torch.uint8).argmax(-1)
+
+
+@dataclass
+class ActNoise:
+    """Every random draw of one :meth:`~agents.policy.network.TapFingerPolicy.act` call, made up front by
+    :func:`draw_act_noise`, so that the sampling pass itself is a function of tensors only (no
+    generator inside: ``torch.compile`` traces it whole, and an accelerator can replay it as one
+    CUDA graph). Uniforms in ``[0, 1)``; ``None`` where the call draws nothing."""
+
+    selection: Tensor | None  # (B, N, P) float32: the slot's Gumbel noise (sampling only)
+    tie: Tensor | None  # (B, N) float64: Bayes conflict tie-breaks (``conflicts="bayes"`` only)
+    allocation: Tensor | None  # (B, N, A) float32: the allocation's Gumbel noise (sampling only)
+
+
+def draw_act_noise(
+    shape: tuple[int, int, int, int], conflicts: str, deterministic: bool, generator: Generators,
+    device: torch.device,
+) -> ActNoise:
+    """The draws of one ``act()`` on a batch ``shape = (B, N, P, A)``, from ``generator``
+    (:data:`~agents.policy.conflict.Generators`) in the order the pass uses them: selection noise,
+    then (Bayes) the conflict tie-breaks, drawn even when acting deterministically so the
+    stream advances alike, then the allocation noise."""
+    B, N, P, A = shape
+    sample = not deterministic
+    return ActNoise(
+        selection=uniform((B, N, P), generator, device, torch.float32) if sample else None,
+        tie=None if conflicts in SEQUENTIAL_MODES else uniform((B, N), generator, device, torch.float64),
+        allocation=uniform((B, N, A), generator, device, torch.float32) if sample else None,
+    )
+
+
+def _gumbel(u: Tensor) -> Tensor:
+    """Gumbel noise from uniforms ``u``."""
+    return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
+
+
+def _gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
+    """A sample of ``softmax(logits)`` over the last axis by the Gumbel-max trick on uniforms ``u``."""
+    return (logits + _gumbel(u)).argmax(-1)
+
+
+def _needs(noise: ActNoise | None, name: str) -> Tensor:
+    """``noise``'s draw ``name``; a clear error where the caller drew none."""
+    u = None if noise is None else getattr(noise, name)
+    if u is None:
+        raise ValueError(f"this pass needs the {name} noise of draw_act_noise")
+    return u

@@ -1,0 +1,225 @@
+"""Run resolution: scenario + ``key=value`` overrides + CLI flags (+ checkpoint) -> :class:`RunSpec`.
+
+The scenario is checked here (:func:`check_scenario`: progress functions, trace files), before
+any worker process or run directory exists; :func:`write_config` writes the resolved
+``config.yaml`` once the run starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import torch
+import yaml
+
+from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, split_scenario_yaml, to_dict
+
+from . import rundir
+from .checkpoints import load_checkpoint
+from .config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
+from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
+from .malloc import configure_allocator
+from .run_spec import RunSpec
+from .rundir import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from agents.policy.config import PolicyConfig
+
+
+def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]) -> PolicyConfig:
+    """A validated ``PolicyConfig``: the defaults, then ``base`` (a checkpoint's ``policy_config``),
+    then ``values``, assigned typed by :meth:`~envs.config_section.ConfigSection.from_dict`;
+    unknown keys, ill-typed values and failed checks raise :class:`ConfigError`."""
+    from agents.policy.config import PolicyConfig  # imported on first use: it loads the graph networks
+
+    return PolicyConfig.from_dict(base if base is not None else {}, values)
+
+
+def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A scenario YAML (path or name in ``configs/``) split into (scenario, policy, train) dicts."""
+    _, raw, sections = split_scenario_yaml(path_or_name)
+    return raw, sections["policy"], sections["train"]
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys where two plain structures differ."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += _diff(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out += _diff(x, y, f"{prefix}{i}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def default_run_name(scenario: ScenarioConfig, policy: PolicyConfig, train: TrainConfig) -> str:
+    """``<scenario>-<variant>-s<seed>-<time>-<random>`` (:func:`agents.training.rundir.default_run_name`)."""
+    return rundir.default_run_name(scenario.name, policy.variant, train.seed)
+
+
+def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
+    """Fail early (ConfigError) on a scenario whose progress functions cannot be built.
+
+    Builds the progress functions of the training scenario and of the one evaluated during
+    training (a test-bed trace file is read and fitted here), in this process, before any
+    worker process or run directory exists.
+    """
+    from envs.progress import build_progress_functions
+    from envs.trace_fit import TraceError
+
+    try:
+        build_progress_functions(scenario)
+        evaluation = evaluation_scenario(scenario, train)
+        if evaluation is not scenario:
+            build_progress_functions(evaluation)
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def prepare_run(
+    config: str | None,
+    overrides: Sequence[str] = (),
+    *,
+    flags: Mapping[str, Any] | None = None,
+    variant: str | None = None,
+    resume: str | None = None,
+) -> RunSpec:
+    """Resolve the scenario, policy and train configs, and the run directory.
+
+    ``flags`` are explicit CLI values for :class:`TrainConfig` fields (``steps``, ``envs``,
+    ``seed``, ``device``, ``logdir``, ``vector``); ``None`` values are ignored. With
+    ``resume`` the checkpoint's configs are the base; a scenario or policy that differs from
+    the checkpoint's is refused (:class:`ConfigError`), train settings may change. The run goes
+    on in the checkpoint's own run directory, or in a new one under ``--logdir`` when the file is
+    not in its run's directory (:mod:`agents.training.rundir`). Nothing is created here.
+    """
+    split: SplitOverrides = split_overrides(overrides)
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    ckpt = load_checkpoint(resume) if resume else None
+
+    if config is not None:
+        scen_raw, pol_yaml, train_yaml = read_scenario_file(config)
+    elif ckpt is not None:
+        scen_raw, pol_yaml, train_yaml = copy.deepcopy(dict(ckpt["scenario"])), {}, {}
+    else:
+        raise ConfigError("--config is required (a scenario name or YAML path) unless --resume is given")
+    apply_overrides(scen_raw, split.scenario)
+
+    pol_values = {**pol_yaml, **split.policy}
+    if variant is not None:
+        pol_values["variant"] = variant
+    # resuming: the checkpoint's architecture is the base for every key the user did not set
+    policy = policy_config_from(ckpt["policy_config"] if ckpt is not None else None, pol_values)
+
+    train = TrainConfig.from_dict(ckpt["train_config"]) if ckpt is not None else TrainConfig()
+    apply_train_values(train, train_yaml)
+    apply_train_values(train, flags)
+    apply_train_values(train, split.train)
+    train.validate()
+    scenario = training_scenario(from_dict(scen_raw), train)
+    check_scenario(scenario, train)
+
+    if ckpt is not None:
+        # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
+        # before ``policy.conflicts`` existed resumes as ``bayes``, the behaviour it was trained with)
+        saved_scenario = to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"]))))
+        saved_policy = policy_config_from(ckpt["policy_config"], {}).to_dict()
+        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), saved_scenario)]
+        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), saved_policy)]
+        if problems:
+            raise ConfigError(
+                f"cannot resume {ckpt['_path']}: the checkpoint was trained with a different "
+                f"scenario/architecture ({', '.join(problems[:8])}{' ...' if len(problems) > 8 else ''})"
+            )
+        done = int(ckpt["counters"]["env_step"])
+        if train.steps <= done:
+            raise ConfigError(
+                f"nothing to do: {ckpt['_path']} already has {done} env steps and the step budget is "
+                f"{train.steps} (pass a larger --steps)"
+            )
+    rundir.check_run_name(train.run_name)
+    own_dir = Path(ckpt["_path"]).parent if ckpt is not None else None
+    if own_dir is not None and rundir.owns(ckpt, own_dir):
+        # the checkpoint sits in its own run directory: the run goes on there, with its id
+        return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=own_dir, resume=ckpt,
+                       run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False)
+    # a new run, or a shipped / copied checkpoint continued as a new run (its history carried on;
+    # the name it was saved under is its old run's, so only a name given now is used)
+    if ckpt is not None and "run_name" not in {**train_yaml, **flags, **split.train}:
+        train.run_name = None
+    name = train.run_name or default_run_name(scenario, policy, train)
+    return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
+                   run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without CUDA is a ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda requested but CUDA is not available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def configure_process(train: TrainConfig, threads: int | None = None) -> None:
+    """The learner process's settings, process-wide: torch intra-op threads (``threads``, else
+    ``train.torch_threads``; left as they are when neither is set) and the allocator (``train.malloc``)."""
+    threads = threads or train.torch_threads
+    if threads:
+        torch.set_num_threads(threads)
+    configure_allocator(train.malloc)
+
+
+def check_environment(spec: RunSpec) -> torch.device:
+    """Fail early (ConfigError) on a plan beyond ``--steps`` or the machine's memory
+    (:func:`~agents.training.budget.check_plan`), or a device or vector backend this machine lacks."""
+    from .budget import check_plan
+
+    check_plan(spec)
+    device = resolve_device(spec.train.device)
+    if spec.train.shards > 1 and device.type != "cpu":
+        raise ConfigError(f"train.shards={spec.train.shards} splits network passes over CPU threads; "
+                          f"on {device.type} use train.shards=1")
+    if vector_kind(spec.train) == "ray":
+        require_ray()
+    return device
+
+
+def resolved_config(spec: RunSpec) -> dict[str, Any]:
+    """The run's resolved ``scenario``, ``policy`` and ``train`` sections as plain values (what
+    ``config.yaml`` and every checkpoint hold, and ``train.py --print-config`` prints)."""
+    return {"scenario": to_dict(spec.scenario), "policy": spec.policy.to_dict(), "train": spec.train.to_dict()}
+
+
+def config_yaml(spec: RunSpec) -> str:
+    """:func:`resolved_config` as YAML."""
+    return yaml.safe_dump(resolved_config(spec), sort_keys=False)
+
+
+def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
+    """Write the resolved ``config.yaml`` of the run (scenario, policy, train, and a ``meta`` section)."""
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        **resolved_config(spec),
+        "meta": {
+            rundir.RUN_ID: spec.run_id,
+            "gamma": spec.train.resolved_gamma(spec.scenario.mode),
+            "vector": vector_kind(spec.train),
+            "torch": str(torch.__version__),
+            "python": sys.version.split()[0],
+            **dict(extra or {}),
+        },
+    }
+    path = spec.run_dir / CONFIG_FILE
+    try:
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
