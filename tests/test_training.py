@@ -308,6 +308,36 @@ def test_per_agent_gae_matches_a_hand_computation():
     np.testing.assert_allclose(out.returns.numpy(), expected + v, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("window", [None, 512])
+def test_return_scaling_window_lets_the_scale_follow_the_current_returns(window):
+    """A first batch of returns 100x wider than the rest: the all-history std stays near that
+    width; a window forgets it geometrically and ends at the recent returns' spread."""
+    from tianshou.utils.statistics import RunningMeanStd
+
+    class Stub:
+        ret_rms = RunningMeanStd()
+        return_scaling_window = window
+        _update_return_stats = MultiAgentPPO._update_return_stats
+
+    stub, rng, n_agents = Stub(), np.random.default_rng(0), 3
+    stub._update_return_stats(rng.normal(-5000.0, 1000.0, size=(256, n_agents)))
+    for _ in range(40):
+        stub._update_return_stats(rng.normal(-300.0, 10.0, size=(256, n_agents)))
+    std = math.sqrt(stub.ret_rms.var)
+    if window is None:
+        assert stub.ret_rms.count == 41 * 256 * n_agents
+        assert std > 100.0  # the random-policy era still sets the scale
+    else:
+        assert stub.ret_rms.count == window * n_agents  # the cap is in env steps, x the agents
+        assert 9.0 < std < 11.5 and abs(stub.ret_rms.mean + 300.0) < 2.0
+
+
+def test_return_scaling_window_is_validated():
+    with pytest.raises(ConfigError, match="return_scaling_window"):
+        TrainConfig(return_scaling_window=0).validate()
+    assert TrainConfig(return_scaling_window=65536).validate().return_scaling_window == 65536
+
+
 # ---------------------------------------------------------------------------------------
 # CLI exit code 2
 # ---------------------------------------------------------------------------------------

@@ -130,6 +130,7 @@ class TrainConfig(ConfigSection):
     advantage_normalization: bool = True  # normalise advantages per minibatch (over non-skipped entries)
     value_clip: bool = False  # clip the value loss like the ratio
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
+    return_scaling_window: int | None = None  # env steps the running return statistics remember (None: all; K: the running count is capped at K steps' returns, so they follow the current policy)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
     # -- warm start by imitation (agents/training/imitation.py), before the first PPO update of a new run
@@ -187,6 +188,7 @@ class TrainConfig(ConfigSection):
         at_least("vf_coef", 0),
         at_least("ent_coef", 0),
         greater_than("max_grad_norm", 0, nullable=True),
+        at_least("return_scaling_window", 1, nullable=True),
         at_least("max_batchsize", 1),
         rule(lambda c: c.collect_steps is None or c.collect_episodes is None,
              "collect_steps and collect_episodes are exclusive: set one of them"),

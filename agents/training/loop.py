@@ -169,6 +169,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         max_batchsize=t.max_batchsize,
         gamma=t.resolved_gamma(spec.scenario.mode),
         return_scaling=t.return_scaling,
+        return_scaling_window=t.return_scaling_window,
         precision=t.precision,
         old_stats=t.old_stats,
         shards=t.shards,

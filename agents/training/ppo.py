@@ -244,6 +244,7 @@ class MultiAgentPPO(PPO):
         max_batchsize: int = 1024,
         gamma: float = 0.99,
         return_scaling: bool = False,
+        return_scaling_window: int | None = None,
         precision: str = FLOAT32,
         old_stats: str = RECOMPUTE,
         shards: int = 1,
@@ -267,6 +268,10 @@ class MultiAgentPPO(PPO):
             gamma=gamma,
             return_scaling=return_scaling,
         )
+        if return_scaling_window is not None and return_scaling_window < 1:
+            raise ValueError(f"return_scaling_window must be >= 1 or None, got {return_scaling_window}")
+        #: env steps whose returns the running return statistics remember (None: all of them)
+        self.return_scaling_window = return_scaling_window
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self._pre_stats: dict[str, float] = {}
@@ -358,14 +363,14 @@ class MultiAgentPPO(PPO):
             # first batch: start the running statistics from Monte-Carlo returns of this batch
             # (tianshou's start, std 1, makes the first value loss huge for returns ~ -1000)
             mc, _ = self._gae_columns(batch, buffer, indices, rew, np.zeros_like(rew), np.zeros_like(rew), 1.0)
-            self.ret_rms.update(mc.reshape(-1))
+            self._update_return_stats(mc)
         scale = float(np.sqrt(self.ret_rms.var + self._eps)) if self.return_scaling else 1.0
         v_s_np *= scale
         v_next_np *= scale
         returns, adv = self._gae_columns(batch, buffer, indices, rew, v_s_np, v_next_np, self.gae_lambda)
         if self.return_scaling:
             scaled = returns / scale
-            self.ret_rms.update(returns.reshape(-1))
+            self._update_return_stats(returns)
         else:
             scaled = returns
         device = self.device
@@ -378,6 +383,19 @@ class MultiAgentPPO(PPO):
             float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
         )
         return cast(BatchWithAdvantagesProtocol, batch)
+
+    def _update_return_stats(self, returns: np.ndarray) -> None:
+        """Fold a ``(B, N)`` block of returns into the running statistics.
+
+        With :attr:`return_scaling_window` ``K``, the running count is capped at ``K x N``
+        returns after each update, so older batches fade geometrically (an exponential moving
+        mean and variance) instead of the first, random-policy returns fixing the scale for
+        the whole run.
+        """
+        self.ret_rms.update(returns.reshape(-1))
+        if self.return_scaling_window is not None:
+            cap = self.return_scaling_window * max(1, returns.shape[-1] if returns.ndim > 1 else 1)
+            self.ret_rms.count = min(self.ret_rms.count, cap)
 
     def _gae_columns(
         self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
