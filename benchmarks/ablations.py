@@ -10,7 +10,8 @@ Each run is ``train.py --config <scenario> --seed s <the variant's overrides>`` 
 ``<runs>/<scenario>/<variant>/s<s>/`` (the recipe's own seeds are ``benchmarks/reproduce.py``'s runs,
 ``<runs>/<scenario>/s<s>/``, shared with it); finished runs are not trained again, stopped ones
 resume. Then every seed's ``best.pt`` runs with every baseline on the held-out workloads, the
-floor variants with their start floor (the same workloads, so every comparison is paired), and
+floor variants with their start floor beside optimus (preemptive and not) behind the same floor
+(the same workloads, so every comparison is paired), and
 ``<out>/ablations.md``, ``<out>/ablations.csv`` and ``<out>/ablations-<scenario>.png`` are written.
 Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
@@ -66,9 +67,14 @@ def chosen_variants(text: str) -> list[str]:
     return [RECIPE] + [v for v in names if v != RECIPE]
 
 
+#: the baselines that also run behind the start floor of the floor variants
+FLOORED_BASELINES = ("optimus", "optimus:preemptive=false")
+
+
 def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, heldout: list[int], workers: int):
     """Baselines and every variant seed on the held-out workloads; floor variants in a second pass
-    over the same workloads with the start floor on (baselines never read the floor's offer)."""
+    over the same workloads with the start floor on, beside :data:`FLOORED_BASELINES` behind the
+    same floor (:mod:`agents.baselines.start_floor`)."""
     from agents.evaluation.ablations import ABLATIONS, FLOOR_FACTOR, policy_name, run_dir
     from agents.evaluation.runner import EvaluationRun, SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
     from agents.training.checkpoints import BEST
@@ -87,8 +93,10 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
     baselines = resolve_schedulers("all", (), cfg)
     run = run_evaluation(cfg, baselines + groups.pop(None, []), heldout, workers=workers, progress=False)
     floored = from_dict({**to_dict(cfg), "max_start_slowdown": FLOOR_FACTOR})
-    for specs in groups.values():
-        extra = run_evaluation(floored, specs, heldout, workers=workers, progress=False)
+    for floor, specs in groups.items():
+        rivals = resolve_schedulers(",".join(f"{b},floor={floor}" if ":" in b else f"{b}:floor={floor}"
+                                             for b in FLOORED_BASELINES), (), floored)
+        extra = run_evaluation(floored, rivals + specs, heldout, workers=workers, progress=False)
         run.results.update(extra.results)
         run.specs.extend(extra.specs)
     return EvaluationRun(cfg=run.cfg, seeds=run.seeds, specs=run.specs, results=run.results, bound=run.bound,
@@ -151,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
         result = evaluate_scenario(spec, variants, seeds, runs, heldout, workers)
         base = {s.name: scheduler_stats(result.results[s.name])["mean_jct"] for s in result.specs if not s.is_policy}
-        baselines[name] = dict(sorted(base.items(), key=lambda kv: float("inf") if kv[1] is None else kv[1])[:4])
+        ranked = sorted(base.items(), key=lambda kv: float("inf") if kv[1] is None else kv[1])
+        baselines[name] = dict([kv for kv in ranked if "floor=" not in kv[0]][:4] + [kv for kv in ranked if "floor=" in kv[0]])
         validation = read_validation(run_dir(runs, name, variants[0], seeds[0]))
         vmeans, _ = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
         curves = {}

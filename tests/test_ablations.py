@@ -78,6 +78,11 @@ def test_ablations_write_one_row_per_variant_and_seed(ablated):
     md = (out / "ablations.md").read_text()
     assert md.splitlines()[4].strip().startswith("python benchmarks/ablations.py --scenarios")
     assert "| room | 2 |" in md and "| floor-online | 2 |" in md and "max_start_slowdown=3" in md
+    # the floor variant's rivals ran behind the same floor, on the same workloads
+    floored = {k: v for k, v in doc["baselines"]["tiny-3"].items() if "floor=" in k}
+    assert set(floored) == {"optimus:floor=online", "optimus:preemptive=false,floor=online"}
+    assert all(v is not None and v > 0 for v in floored.values())
+    assert "optimus:floor=online" in md.split("## Variants")[0]
     assert (out / "ablations-tiny-3.png").stat().st_size > 1000
     # the variants trained in their own mode: the room run's checkpoint says so
     saved = (ablated / "runs" / "tiny-3" / "room" / "s0" / "config.yaml").read_text()

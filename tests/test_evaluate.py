@@ -227,6 +227,8 @@ def test_plots_written(outputs):
         (["--scenario", "synthetic-3", "--schedulers", "tapfinger"], "needs a policy checkpoint"),
         (["--scenario", "synthetic-3", "--seeds", "0"], "--seeds"),
         (["--scenario", "synthetic-3", "nosuchkey=1"], "nosuchkey"),
+        (["--scenario", "synthetic-3", "--schedulers", "optimus:floor=never"], "start floor must be one of"),
+        (["--scenario", "synthetic-3", "--schedulers", "optimus:floor_factor=3"], "floor_factor needs floor"),
     ],
 )
 def test_bad_input_exits_2(tmp_path, args, message):

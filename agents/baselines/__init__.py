@@ -33,8 +33,10 @@ ORACLE_BASELINES = frozenset({"okita", "pd-maxweight", "pd-maxsche", "pd-preempt
 
 def uses_oracle(name: str, options: Mapping[str, Any] | None = None) -> bool:
     """Whether baseline ``name`` with ``options`` reads the true durations or progress functions
-    (the :data:`ORACLE_BASELINES`, or Optimus fitted on true progress samples, ``oracle=true``)."""
-    return name in ORACLE_BASELINES or bool((options or {}).get("oracle", False))
+    (the :data:`ORACLE_BASELINES`, Optimus fitted on true progress samples, ``oracle=true``, or
+    any baseline behind the true-duration start floor, ``floor=scenario``)."""
+    options = options or {}
+    return name in ORACLE_BASELINES or bool(options.get("oracle", False)) or options.get("floor") == "scenario"
 
 
 def available_schedulers() -> list[str]:
@@ -48,11 +50,24 @@ def available_schedulers() -> list[str]:
 
 
 def make_scheduler(name: str, **options: Any) -> Scheduler:
-    """Instantiate a baseline by its CLI name; unknown names list the valid ones."""
+    """Instantiate a baseline by its CLI name; unknown names list the valid ones.
+
+    The options ``floor`` (``scenario`` or ``online``) and ``floor_factor`` put any baseline
+    behind the start floor (:class:`agents.baselines.start_floor.StartFloorScheduler`); the
+    others go to the scheduler's constructor.
+    """
     if name not in REGISTRY or name not in available_schedulers():
         raise ConfigError(f"unknown scheduler {name!r}; valid: {', '.join(available_schedulers())}")
+    from .start_floor import FLOOR_FACTOR_OPTION, FLOOR_OPTION, StartFloorScheduler
+
+    own = {k: v for k, v in options.items() if k not in (FLOOR_OPTION, FLOOR_FACTOR_OPTION)}
+    if FLOOR_FACTOR_OPTION in options and FLOOR_OPTION not in options:
+        raise ConfigError(f"scheduler {name!r}: {FLOOR_FACTOR_OPTION} needs {FLOOR_OPTION}=scenario|online")
     module, cls = REGISTRY[name].split(":")
     try:
-        return getattr(importlib.import_module(module), cls)(**options)
+        scheduler = getattr(importlib.import_module(module), cls)(**own)
     except TypeError as exc:
-        raise ConfigError(f"scheduler {name!r}: bad option(s) {options}: {exc}") from None
+        raise ConfigError(f"scheduler {name!r}: bad option(s) {own}: {exc}") from None
+    if FLOOR_OPTION not in options:
+        return scheduler
+    return StartFloorScheduler(scheduler, options[FLOOR_OPTION], options.get(FLOOR_FACTOR_OPTION))

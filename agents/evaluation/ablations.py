@@ -198,7 +198,8 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
     lines += ["## Variants", "", "| variant | change | overrides |", "|---|---|---|"]
     for a in ABLATIONS.values():
         over = " ".join(f"`{o}`" for o in a.overrides) or "–"
-        floor = f"; evaluated with `--policy-floor {a.floor}`" if a.floor else ""
+        floor = (f"; evaluated with `--policy-floor {a.floor}`, beside `optimus:floor={a.floor}` "
+                 "(preemptive and not)" if a.floor else "")
         lines.append(f"| {a.name} | {a.description}{floor} | {over} |")
     lines.append("")
     return "\n".join(lines)
