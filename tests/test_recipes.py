@@ -211,6 +211,29 @@ def test_reproduce_does_not_train_a_finished_seed_again(reproduced):
     assert best.stat().st_mtime_ns == before
 
 
+def test_reproduce_refuses_runs_of_another_recipe(reproduced, tmp_path):
+    """The recipe file changed after its seeds trained: the old runs are neither reused nor
+    resumed, and nothing is trained or written."""
+    from agents.evaluation.seed_runs import SeedRun, recipe_differences
+
+    tmp, args, _ = reproduced
+    changed = tmp_path / "tiny-3.yaml"
+    changed.write_text(TINY_RECIPE.replace("batch_size: 32", "batch_size: 16, lr: 0.002"))
+    run = tmp / "runs" / "tiny-3" / "s1"
+    assert recipe_differences(SeedRun("s1", str(tmp / "tiny-3.yaml"), 1, run)) == []
+    assert sorted(recipe_differences(SeedRun("s1", str(changed), 1, run))) == [
+        "train.batch_size: run 32, recipe 16", "train.lr: run 0.0001, recipe 0.002"]
+    assert recipe_differences(SeedRun("s1", str(tmp / "tiny-3.yaml"), 0, run)) == ["train.seed: run 1, recipe 0"]
+    before = {p: p.stat().st_mtime_ns for p in (tmp / "runs").rglob("*") if p.is_file()}
+    out = tmp_path / "out"
+    proc = _reproduce(*[str(changed) if a == str(tmp / "tiny-3.yaml") else a for a in args[:-2]],
+                      "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "holds a run of another recipe (train.batch_size: run 32, recipe 16" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+    assert before == {p: p.stat().st_mtime_ns for p in (tmp / "runs").rglob("*") if p.is_file()}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--config", "no-such-scenario"], "unknown scenario"),
     (["--config", "synthetic-3", "--seeds", "0"], "--seeds must be >= 1"),

@@ -5,7 +5,10 @@ each :class:`SeedRun` is ``python train.py --config X --seed s`` (plus a variant
 into its own run directory, with its output in ``<run_dir>.log`` beside it. A run whose
 ``result.json`` says it finished is not trained again; one that stopped resumes from its
 ``last.pt``. On the CPU the trainers get only machine settings (:func:`machine_settings`: torch
-threads and row shards, the same update), never a recipe change.
+threads and row shards, the same update), never a recipe change. A run directory that holds a
+run of another recipe (:func:`recipe_differences`) is refused before anything trains: a finished
+run is reused, and a stopped one resumed, only when its saved config is what its command
+resolves to now.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from typing import IO, Any, Callable, Sequence
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: the run's summary file and checkpoints (agents.training writes them)
 RESULT_FILE, LAST_FILE = "result.json", "last.pt"
+#: the saved config of a run directory (agents.training writes it)
+CONFIG_FILE = "config.yaml"
+#: train keys that say where, how fast and under which name a run trains, not what it learns
+PLACE_KEYS = frozenset({"device", "torch_threads", "shards", "logdir", "run_name", "progress"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,57 @@ def finished(run_dir: Path) -> bool:
         return False
 
 
+def recipe_differences(run: SeedRun) -> list[str]:
+    """``section.key: run X, recipe Y`` for every scenario, policy or train value (other than the
+    :data:`PLACE_KEYS`) in which ``run.run_dir``'s saved config differs from what ``run``'s command
+    resolves to now; empty when they agree or nothing is saved there. A key the saved config lacks
+    (added to the code after the run) agrees when the recipe keeps its default."""
+    import dataclasses
+
+    import yaml
+
+    from agents.training import prepare_run
+    from envs.config import ConfigError
+
+    path = run.run_dir / CONFIG_FILE
+    if not path.is_file():
+        return []
+    try:
+        saved = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not readable YAML ({exc})") from None
+    spec = prepare_run(run.config, list(run.overrides), flags={"seed": run.seed})
+    configs = {"scenario": spec.scenario, "policy": spec.policy, "train": spec.train}
+    out = []
+    for section, cfg in configs.items():
+        expected = yaml.safe_load(yaml.safe_dump(cfg.to_dict()))  # the saved file's types (lists, not tuples)
+        have = saved.get(section) if isinstance(saved, dict) else None
+        have = have if isinstance(have, dict) else {}
+        defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
+        for key, value in expected.items():
+            if section == "train" and key in PLACE_KEYS:
+                continue
+            if key not in have:
+                if key in defaults and yaml.safe_load(yaml.safe_dump(defaults[key])) == value:
+                    continue
+                out.append(f"{section}.{key}: run (not saved), recipe {value!r}")
+            elif have[key] != value:
+                out.append(f"{section}.{key}: run {have[key]!r}, recipe {value!r}")
+    return out
+
+
+def check_recipes(runs: Sequence[SeedRun]) -> None:
+    """:class:`ConfigError` naming the first run directory that holds a run of another recipe."""
+    from envs.config import ConfigError
+
+    for run in runs:
+        diffs = recipe_differences(run)
+        if diffs:
+            shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+            raise ConfigError(f"{run.label}: {run.run_dir} holds a run of another recipe ({shown}); "
+                              "move it away, or give --runs another directory")
+
+
 def train_command(run: SeedRun, device: str, parallel: int, threads: int | None = None) -> list[str]:
     """The ``train.py`` command of one run: a fresh one, or the resume of a stopped one."""
     base = [sys.executable, str(ROOT / "train.py")]
@@ -87,7 +145,11 @@ def _start(run: SeedRun, device: str, parallel: int, threads: int | None) -> tup
 
 def train_runs(runs: Sequence[SeedRun], device: str, parallel: int = 1, threads: int | None = None,
                poll_s: float = 2.0) -> list[SeedRun]:
-    """Train every unfinished run, ``parallel`` at a time; returns the runs that failed."""
+    """Train every unfinished run, ``parallel`` at a time; returns the runs that failed.
+
+    Every run directory that already holds a run must hold one of the run's recipe
+    (:func:`check_recipes`, a :class:`ConfigError` before anything starts)."""
+    check_recipes(runs)
     todo = [r for r in runs if not finished(r.run_dir)]
     for r in runs:
         if r not in todo:
