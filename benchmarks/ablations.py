@@ -75,6 +75,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
     """Baselines and every variant seed on the held-out workloads; floor variants in a second pass
     over the same workloads with the start floor on, beside :data:`FLOORED_BASELINES` behind the
     same floor (:mod:`agents.baselines.start_floor`)."""
+    from agents.baselines.start_floor import FLOOR_OPTION
     from agents.evaluation.ablations import ABLATIONS, FLOOR_FACTOR, policy_name, run_dir
     from agents.evaluation.runner import EvaluationRun, SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
     from agents.training.checkpoints import BEST
@@ -94,7 +95,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
     run = run_evaluation(cfg, baselines + groups.pop(None, []), heldout, workers=workers, progress=False)
     floored = from_dict({**to_dict(cfg), "max_start_slowdown": FLOOR_FACTOR})
     for floor, specs in groups.items():
-        rivals = resolve_schedulers(",".join(f"{b},floor={floor}" if ":" in b else f"{b}:floor={floor}"
+        rivals = resolve_schedulers(",".join(f"{b}{',' if ':' in b else ':'}{FLOOR_OPTION}={floor}"
                                              for b in FLOORED_BASELINES), (), floored)
         extra = run_evaluation(floored, rivals + specs, heldout, workers=workers, progress=False)
         run.results.update(extra.results)
@@ -104,6 +105,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
 
 
 def run(args: argparse.Namespace) -> int:
+    from agents.baselines.start_floor import FLOOR_OPTION
     from agents.evaluation.ablations import (
         ABLATIONS, markdown, plot_variants, run_dir, summarise, variant_rows, write_csv,
     )
@@ -159,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
         result = evaluate_scenario(spec, variants, seeds, runs, heldout, workers)
         base = {s.name: scheduler_stats(result.results[s.name])["mean_jct"] for s in result.specs if not s.is_policy}
+        floored = {s.name for s in result.specs if FLOOR_OPTION in dict(s.options)}
         ranked = sorted(base.items(), key=lambda kv: float("inf") if kv[1] is None else kv[1])
-        baselines[name] = dict([kv for kv in ranked if "floor=" not in kv[0]][:4] + [kv for kv in ranked if "floor=" in kv[0]])
+        baselines[name] = dict([kv for kv in ranked if kv[0] not in floored][:4] + [kv for kv in ranked if kv[0] in floored])
         validation = read_validation(run_dir(runs, name, variants[0], seeds[0]))
         vmeans, _ = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
         curves = {}

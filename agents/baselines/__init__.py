@@ -35,8 +35,10 @@ def uses_oracle(name: str, options: Mapping[str, Any] | None = None) -> bool:
     """Whether baseline ``name`` with ``options`` reads the true durations or progress functions
     (the :data:`ORACLE_BASELINES`, Optimus fitted on true progress samples, ``oracle=true``, or
     any baseline behind the true-duration start floor, ``floor=scenario``)."""
+    from .start_floor import FLOOR_OPTION
+
     options = options or {}
-    return name in ORACLE_BASELINES or bool(options.get("oracle", False)) or options.get("floor") == "scenario"
+    return name in ORACLE_BASELINES or bool(options.get("oracle", False)) or options.get(FLOOR_OPTION) == "scenario"
 
 
 def available_schedulers() -> list[str]:

@@ -39,7 +39,6 @@ from envs.scheduling import Decision, Scheduler
 #: the scheduler options :func:`agents.baselines.make_scheduler` reads for the wrapper
 FLOOR_OPTION, FLOOR_FACTOR_OPTION = "floor", "floor_factor"
 
-
 class StartFloorScheduler:
     """``inner`` deciding on the pending tasks the start floor offers (module doc)."""
 

@@ -394,8 +394,7 @@ class MultiAgentPPO(PPO):
         """
         self.ret_rms.update(returns.reshape(-1))
         if self.return_scaling_window is not None:
-            cap = self.return_scaling_window * max(1, returns.shape[-1] if returns.ndim > 1 else 1)
-            self.ret_rms.count = min(self.ret_rms.count, cap)
+            self.ret_rms.count = min(self.ret_rms.count, self.return_scaling_window * returns.shape[1])
 
     def _gae_columns(
         self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
