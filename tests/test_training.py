@@ -86,7 +86,7 @@ def test_smoke_run_tensorboard_scalars(smoke_run):
     sc = _scalars(spec.run_dir)
     required = [
         "update/policy_loss", "update/value_loss", "update/entropy", "update/approx_kl", "update/clip_fraction",
-        "update/explained_variance", "training/returns_stat/mean", "test/mean_jct", "training/conflict_rate",
+        "update/explained_variance", "update/return_scale", "update/return_std", "training/returns_stat/mean", "test/mean_jct", "training/conflict_rate",
         "training/void_rate", "training/invalid_rate", "training/cpu_util", "training/gpu_util",
         "system/env_steps_per_s", "training/collect_speed",
     ]
@@ -306,6 +306,46 @@ def test_per_agent_gae_matches_a_hand_computation():
             expected[t, i] = gae
     np.testing.assert_allclose(out.adv.numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.returns.numpy(), expected + v, rtol=1e-5, atol=1e-5)
+    assert Stub._pre_stats["return_scale"] == 1.0  # no return scaling: targets are the returns
+    assert Stub._pre_stats["return_std"] == pytest.approx(float(np.std(expected + v)))
+
+
+def test_return_scale_divides_the_value_targets_and_is_reported():
+    """With return scaling the critic's outputs are multiplied, and the value targets divided, by
+    the running std in place before the update; the update reports that divisor and the batch's
+    own spread of unscaled returns."""
+    from tianshou.data import Batch, ReplayBuffer
+    from tianshou.utils.statistics import RunningMeanStd
+
+    buf = ReplayBuffer(8)
+    rew = np.array([[-40.0, -20.0], [-60.0, 0.0], [-30.0, -10.0]])
+    for t in range(3):
+        buf.add(Batch(obs=np.zeros(1), act=np.zeros(1), rew=float(rew[t].sum()), terminated=t == 2,
+                      truncated=False, obs_next=np.zeros(1), info={"agent_rewards": rew[t]}))
+    batch, idx = buf.sample(0)
+    v = np.array([[0.5, 1.0], [0.2, -0.4], [1.5, 0.0]])  # in units of the running std
+
+    class Stub:
+        gamma, gae_lambda, return_scaling, return_scaling_window, _eps = 1.0, 1.0, True, None, 0.0
+        _pre_stats: dict = {}
+        device = torch.device("cpu")
+        ret_rms = RunningMeanStd()
+        compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
+        value_mask = staticmethod(MultiAgentPPO.value_mask)
+        _gae_columns = MultiAgentPPO._gae_columns
+        _update_return_stats = MultiAgentPPO._update_return_stats
+
+        def _next_values(self, batch, buffer, indices, v_s):  # the next step's value; the terminal one is masked
+            return torch.cat([v_s[1:], torch.full_like(v_s[:1], 9.0)])
+
+    Stub.ret_rms.mean, Stub.ret_rms.var, Stub.ret_rms.count = 0.0, 400.0, 10**9  # std 20, frozen by the count
+    batch.v_s = torch.as_tensor(v, dtype=torch.float32)
+    out = MultiAgentPPO._add_returns_and_advantages(Stub(), batch, buf, idx)
+    mc = np.cumsum(rew[::-1], axis=0)[::-1]  # gamma = lambda = 1: returns are the rewards to go
+    np.testing.assert_allclose(out.returns.numpy(), mc / 20.0, rtol=1e-5)
+    np.testing.assert_allclose(out.adv.numpy(), mc - 20.0 * v, rtol=1e-5)
+    assert Stub._pre_stats["return_scale"] == pytest.approx(20.0)
+    assert Stub._pre_stats["return_std"] == pytest.approx(float(np.std(mc)))
 
 
 @pytest.mark.parametrize("window", [None, 512])

@@ -22,7 +22,7 @@ TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
     ),
     "update": (
         "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance",
-        "grad_norm", "logp_mismatch", "active_fraction",
+        "return_scale", "return_std", "grad_norm", "logp_mismatch", "active_fraction",
     ),
 }
 

@@ -167,6 +167,8 @@ class MAPPOTrainingStats(TrainingStats):
     approx_kl: float
     clip_fraction: float
     explained_variance: float
+    return_scale: float  # the divisor of this update's value targets (running return std; 1 without return_scaling)
+    return_std: float  # std of this update's unscaled returns; return_scale far above it: a stale scale
     grad_norm: float  # total gradient norm before clipping
     logp_mismatch: float  # mean |behaviour log-prob - recomputed log-prob| (0 when consistent); with
     # old_stats="behaviour": over the first minibatch, before its gradient step
@@ -379,6 +381,8 @@ class MultiAgentPPO(PPO):
         batch.adv = torch.as_tensor(adv, dtype=torch.float32, device=device)
         flat_ret, flat_v = scaled.reshape(-1), v_s_np.reshape(-1) / scale
         var_ret = float(np.var(flat_ret))
+        self._pre_stats["return_scale"] = scale
+        self._pre_stats["return_std"] = float(np.std(returns))
         self._pre_stats["explained_variance"] = (
             float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
         )
@@ -535,6 +539,8 @@ class MultiAgentPPO(PPO):
             clip_fraction=clip_m,
             grad_norm=grad_m,
             explained_variance=self._pre_stats.get("explained_variance", 0.0),
+            return_scale=self._pre_stats.get("return_scale", 1.0),
+            return_std=self._pre_stats.get("return_std", 0.0),
             logp_mismatch=self._pre_stats.get("logp_mismatch", 0.0),
             active_fraction=float((~batch.skip).float().mean().item()) if len(batch.skip) else 0.0,
             gradient_steps=steps,
