@@ -267,6 +267,13 @@ def test_steps_rounding_rule():
     t = TrainConfig(steps=100, envs=3, collect_steps=10, eval_every=100)  # batch rounded to whole envs: 12
     assert t.collection_batch() == 12 and t.planned_env_steps() == 108
     assert TrainConfig(steps=120, envs=2, eval_every=40, collect_steps=40).planned_env_steps(done=80) == 120
+    # a resume keeps the fresh run's intervals: it first finishes the one it stopped in
+    grid = TrainConfig(steps=120, envs=2, eval_every=40, collect_steps=20)
+    assert [grid.interval_plan(d) for d in (0, 20, 40, 60, 100)] == [
+        (40, 40, 3), (20, 40, 3), (40, 40, 2), (20, 40, 2), (20, 40, 1)]
+    assert {grid.planned_env_steps(d) for d in (0, 20, 40, 60, 100)} == {120}
+    assert grid.interval_plan(30) == (40, 40, 3)  # off the collection grid: the steps left planned afresh
+    assert grid.interval_plan(120) == (1, 1, 1)  # at the planned end: one more collection, as before
     assert TrainConfig(collect_episodes=4).planned_env_steps() is None
 
 

@@ -132,6 +132,34 @@ def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
     assert [s for s, _ in sc["update/policy_loss"]] == [1, 2, 3]
 
 
+def test_a_run_resumed_inside_an_interval_stays_on_the_uninterrupted_grid(tmp_path, monkeypatch):
+    """Stopped at env step 40 of an 80-step evaluation interval, the resumed run first finishes
+    that interval: it evaluates at 80 and 160, as an uninterrupted run does, and ends at the
+    planned 160 steps (re-planning from 40 would evaluate at 120 and end at 200)."""
+    from agents.training.loop import TrainingInterrupted
+    from agents.training.session import Session
+
+    spec = _spec(tmp_path, "train.run_name=grid", "train.eval_every=80", steps=160)
+    assert spec.train.planned_env_steps() == 160
+    original = Session.training_fn
+
+    def stop_at_40(self, epoch, env_step):
+        original(self, epoch, env_step)
+        if env_step == 40:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "training_fn", stop_at_40)
+    with pytest.raises(TrainingInterrupted):
+        run_training(spec)
+    monkeypatch.setattr(Session, "training_fn", original)
+    assert load_checkpoint(spec.run_dir / LAST)["counters"]["env_step"] == 40
+    resumed = prepare_run(None, [], flags={}, resume=str(spec.run_dir / LAST))
+    assert resumed.train.interval_plan(40) == (40, 80, 2) and resumed.train.planned_env_steps(40) == 160
+    result = run_training(resumed)
+    assert result.env_steps == 160
+    assert [s for s, _ in _scalars(spec.run_dir)["test/mean_jct"]] == [0, 80, 160]
+
+
 def test_resume_refuses_a_different_scenario_or_architecture(smoke_run, capsys):
     spec, _ = smoke_run
     last = str(spec.run_dir / LAST)

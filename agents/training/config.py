@@ -255,6 +255,29 @@ class TrainConfig(ConfigSection):
         epoch_len = min(self.eval_every, remaining)
         return epoch_len, math.ceil(remaining / epoch_len)
 
+    def interval_plan(self, done: int = 0) -> tuple[int, int, int]:
+        """``(first, length, count)``: the tianshou epochs left for a run at ``done`` env steps.
+
+        ``count`` evaluation intervals remain; the first asks for ``first`` env steps and every
+        other for ``length`` (:meth:`epoch_plan`). The intervals stay on a fresh run's grid: a run
+        stopped inside an interval (Ctrl-C, SIGTERM, a periodic ``last.pt``) first finishes that
+        interval's remaining steps, so a resumed run evaluates at the env steps an uninterrupted
+        one does and ends at the same :meth:`planned_env_steps`. Off the grid (episode mode, a
+        collection batch that no longer divides ``done``, or a run at or past its planned end) the
+        steps left are planned afresh by :meth:`epoch_plan`.
+        """
+        length, count = self.epoch_plan(0)
+        batch = self.collection_batch()
+        if batch is not None and done % batch == 0:
+            interval = math.ceil(length / batch) * batch  # env steps one interval runs
+            left = count * interval - done
+            if left > 0:
+                into = done % interval
+                first = length if into == 0 else interval - into
+                return first, length, 1 + (left - (interval - into)) // interval
+        length, count = self.epoch_plan(done)
+        return length, length, count
+
     def planned_env_steps(self, done: int = 0) -> int | None:
         """Env steps a run from ``done`` ends at (None in episode mode, where it depends on episode lengths).
 
@@ -268,8 +291,8 @@ class TrainConfig(ConfigSection):
         batch = self.collection_batch()
         if batch is None:
             return None
-        epoch_len, epochs = self.epoch_plan(done)
-        return done + epochs * math.ceil(epoch_len / batch) * batch
+        first, length, count = self.interval_plan(done)
+        return done + math.ceil(first / batch) * batch + (count - 1) * math.ceil(length / batch) * batch
 
 
 def apply_train_values(cfg: TrainConfig, values: Mapping[str, Any]) -> TrainConfig:

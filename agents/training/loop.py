@@ -1,7 +1,8 @@
 """The training loop: :func:`run_training` and the pieces it assembles.
 
 One tianshou *epoch* = one evaluation interval (:meth:`TrainConfig.epoch_plan`; the rounding
-of ``--steps`` is :meth:`TrainConfig.planned_env_steps`). Evaluation is tianshou's test step on
+of ``--steps`` is :meth:`TrainConfig.planned_env_steps`; a resumed run keeps a fresh run's
+intervals, :meth:`TrainConfig.interval_plan`). Evaluation is tianshou's test step on
 held-out workload seeds ``eval_seed + j`` (one batched env per episode), the policy acting by
 ``train.eval_action`` (argmax or a seeded sample), score = ``-mean JCT`` (:func:`~agents.training.stats.evaluation_score`).
 """
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 from tianshou.algorithm.optim import AdamOptimizerFactory
-from tianshou.trainer import OnPolicyTrainerParams
+from tianshou.data import EpochStats
+from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 from torch.utils.tensorboard import SummaryWriter
 
 from envs.config import ScenarioConfig
@@ -37,8 +39,6 @@ from .vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
 
 if TYPE_CHECKING:
-    from tianshou.trainer import OnPolicyTrainer
-
     from agents.policy.network import TapFingerPolicy
 
     from .envs import VectorEnv
@@ -123,7 +123,8 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
 
         # collectors and trainer
         train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
-        trainer = algorithm.create_trainer(trainer_params(spec, session, logger, train_collector, test_collector))
+        params = trainer_params(spec, session, logger, train_collector, test_collector)
+        trainer = GridTrainer(algorithm, params, first_epoch_steps(spec))
         session.trainer = trainer
         if spec.resume is not None:
             set_rng_state(spec.resume["rng"])
@@ -221,7 +222,7 @@ def trainer_params(
     """tianshou's on-policy trainer settings: one epoch per evaluation interval, the session's callbacks."""
     t = spec.train
     n_steps = t.resolved_collect_steps()
-    epoch_len, epochs = t.epoch_plan(int(spec.resumed_counters.get("env_step", 0)))
+    _, epoch_len, epochs = t.interval_plan(_done(spec))
     algorithm = session.algorithm
     return OnPolicyTrainerParams(
         training_collector=train_collector,
@@ -243,6 +244,51 @@ def trainer_params(
         verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
         show_progress=t.progress,
     )
+
+
+def _done(spec: RunSpec) -> int:
+    """Env steps the run had done when this process started (0 for a fresh run)."""
+    return int(spec.resumed_counters.get("env_step", 0))
+
+
+def first_epoch_steps(spec: RunSpec) -> int:
+    """``epoch_num_steps`` of this process's first tianshou epoch (:meth:`TrainConfig.interval_plan`)."""
+    return spec.train.interval_plan(_done(spec))[0]
+
+
+class GridTrainer(OnPolicyTrainer):
+    """tianshou's on-policy trainer that keeps a fresh run's evaluation grid across resumes.
+
+    Its first epoch asks for ``first_epoch_steps`` env steps and every later one for
+    ``params.epoch_num_steps``, so a run resumed inside an evaluation interval finishes that
+    interval first (:meth:`~agents.training.config.TrainConfig.interval_plan`). Such a run also
+    skips tianshou's evaluation at start-up, which would evaluate (and could select) weights at
+    an env step an uninterrupted run never evaluates; a run starting on the grid keeps it (at
+    step 0, or the evaluation of an interval whose end was saved just before it).
+    """
+
+    def __init__(self, algorithm: MultiAgentPPO, params: OnPolicyTrainerParams, first_epoch_steps: int) -> None:
+        super().__init__(algorithm, params)
+        self._next_epoch_steps = first_epoch_steps
+        self._on_grid = first_epoch_steps == params.epoch_num_steps
+
+    def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
+        if self._on_grid:
+            return super().reset(reset_collectors, reset_collector_buffers)
+        test, self.params.test_collector = self.params.test_collector, None  # no start-up evaluation
+        try:
+            super().reset(reset_collectors, reset_collector_buffers)
+        finally:
+            self.params.test_collector = test
+        if reset_collectors and test is not None:
+            test.reset(reset_buffer=reset_collector_buffers)
+
+    def execute_epoch(self) -> EpochStats:
+        full, self.params.epoch_num_steps = self.params.epoch_num_steps, self._next_epoch_steps
+        try:
+            return super().execute_epoch()
+        finally:
+            self.params.epoch_num_steps = self._next_epoch_steps = full
 
 
 def _restored_steps(spec: RunSpec) -> tuple[int, int, int] | None:
