@@ -282,6 +282,10 @@ class GridTrainer(OnPolicyTrainer):
             self.params.test_collector = test
         if reset_collectors and test is not None:
             test.reset(reset_buffer=reset_collector_buffers)
+        # tianshou starts from a score of 0 that the start-up evaluation replaces; scores are
+        # -mean JCT < 0, so the first evaluation must count as a new best (the session's
+        # save_best_fn keeps the best over the whole run)
+        self._best_score = -math.inf
 
     def execute_epoch(self) -> EpochStats:
         full, self.params.epoch_num_steps = self.params.epoch_num_steps, self._next_epoch_steps
