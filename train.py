@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _plan_line(spec) -> str:
     """How ``--steps`` was rounded: evaluation intervals of whole collection batches."""
     t = spec.train
-    done = int(((spec.resume or {}).get("counters") or {}).get("env_step", 0))
+    done = spec.done_env_steps
     planned = t.planned_env_steps(done)
     first, epoch_len, epochs = t.interval_plan(done)
     if planned is None:

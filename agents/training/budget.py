@@ -90,7 +90,7 @@ def check_plan(spec: RunSpec, available: int | None = None) -> None:
         raise ConfigError(
             f"--envs {t.envs:,} is more than train.collect_steps ({asked:,}): every collection would run {t.envs:,} "
             "env steps, not the steps asked; lower --envs or raise train.collect_steps")
-    done = int(spec.resumed_counters.get("env_step", 0))
+    done = spec.done_env_steps
     planned = t.planned_env_steps(done)
     asked = max(1, t.steps - done)
     if planned is not None and planned - done > max(PLAN_FACTOR * asked, asked + PLAN_SLACK):

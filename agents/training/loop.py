@@ -124,7 +124,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
         # collectors and trainer
         train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
         params = trainer_params(spec, session, logger, train_collector, test_collector)
-        trainer = GridTrainer(algorithm, params, first_epoch_steps(spec))
+        trainer = GridTrainer(algorithm, params, first_epoch_steps=t.interval_plan(spec.done_env_steps)[0])
         session.trainer = trainer
         if spec.resume is not None:
             set_rng_state(spec.resume["rng"])
@@ -222,7 +222,7 @@ def trainer_params(
     """tianshou's on-policy trainer settings: one epoch per evaluation interval, the session's callbacks."""
     t = spec.train
     n_steps = t.resolved_collect_steps()
-    _, epoch_len, epochs = t.interval_plan(_done(spec))
+    _, epoch_len, epochs = t.interval_plan(spec.done_env_steps)
     algorithm = session.algorithm
     return OnPolicyTrainerParams(
         training_collector=train_collector,
@@ -246,16 +246,6 @@ def trainer_params(
     )
 
 
-def _done(spec: RunSpec) -> int:
-    """Env steps the run had done when this process started (0 for a fresh run)."""
-    return int(spec.resumed_counters.get("env_step", 0))
-
-
-def first_epoch_steps(spec: RunSpec) -> int:
-    """``epoch_num_steps`` of this process's first tianshou epoch (:meth:`TrainConfig.interval_plan`)."""
-    return spec.train.interval_plan(_done(spec))[0]
-
-
 class GridTrainer(OnPolicyTrainer):
     """tianshou's on-policy trainer that keeps a fresh run's evaluation grid across resumes.
 
@@ -270,10 +260,9 @@ class GridTrainer(OnPolicyTrainer):
     def __init__(self, algorithm: MultiAgentPPO, params: OnPolicyTrainerParams, first_epoch_steps: int) -> None:
         super().__init__(algorithm, params)
         self._next_epoch_steps = first_epoch_steps
-        self._on_grid = first_epoch_steps == params.epoch_num_steps
 
     def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
-        if self._on_grid:
+        if self._next_epoch_steps == self.params.epoch_num_steps:  # starting on the grid
             return super().reset(reset_collectors, reset_collector_buffers)
         test, self.params.test_collector = self.params.test_collector, None  # no start-up evaluation
         try:

@@ -43,6 +43,11 @@ class RunSpec:
         return (self.resume or {}).get("counters", {})
 
     @property
+    def done_env_steps(self) -> int:
+        """Env steps the run had done when this process started (0 for a fresh run)."""
+        return int(self.resumed_counters.get("env_step", 0))
+
+    @property
     def restarts(self) -> int:
         """Earlier starts of this run (0 for a fresh run); part of the training workload seed key."""
         return int(self.resumed_counters.get("restarts", -1)) + 1
