@@ -164,6 +164,57 @@ def test_a_run_resumed_inside_an_interval_stays_on_the_uninterrupted_grid(tmp_pa
     assert 80 in [s for s, _ in scalars["test/best_mean_jct"]]
 
 
+def test_an_update_interrupted_part_way_is_undone_so_last_pt_matches_its_env_steps(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) after the first minibatch step of the update that follows env step 80
+    leaves a last.pt equal to one saved by a stop just before that training step: the same
+    counters, weights, optimizer and return scaling. Without the rollback the weights carry a
+    partial update that the counters (env step 80, the old gradient steps) do not account for."""
+    from agents.training.loop import TrainingInterrupted
+    from agents.training.session import Session
+
+    def interrupted_last(name: str) -> dict:
+        spec = _spec(tmp_path, f"train.run_name={name}", steps=160)
+        with pytest.raises(TrainingInterrupted):
+            run_training(spec)
+        return load_checkpoint(spec.run_dir / LAST)
+
+    original_fn = Session.training_fn
+
+    def stop_before_the_third_step(self, epoch, env_step):
+        original_fn(self, epoch, env_step)
+        if env_step == 80:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "training_fn", stop_before_the_third_step)
+    reference = interrupted_last("between_steps")
+    monkeypatch.setattr(Session, "training_fn", original_fn)
+
+    original_step = MultiAgentPPO._minibatch_step
+    partial = {"steps": 0}
+
+    def stop_inside_the_third_update(self, mb):
+        out = original_step(self, mb)
+        if self.update_count == 2:  # two updates done: this is the third one
+            partial["steps"] += 1
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(MultiAgentPPO, "_minibatch_step", stop_inside_the_third_update)
+    got = interrupted_last("inside_update")
+    assert partial["steps"] == 1  # the interrupt came after a minibatch step had moved the weights
+
+    for key in ("env_step", "gradient_steps", "update_step", "epoch"):
+        assert got["counters"][key] == reference["counters"][key], key
+    assert got["counters"]["env_step"] == 80 and got["counters"]["update_step"] == 2
+    assert got["model"].keys() == reference["model"].keys()
+    for name, tensor in reference["model"].items():
+        assert torch.equal(got["model"][name], tensor), name
+    for slot, state in reference["optimizer"]["state"].items():
+        for k, v in state.items():
+            assert torch.equal(torch.as_tensor(got["optimizer"]["state"][slot][k]), torch.as_tensor(v)), (slot, k)
+    assert got["return_scaler"] == reference["return_scaler"]
+
+
 def test_resume_refuses_a_different_scenario_or_architecture(smoke_run, capsys):
     spec, _ = smoke_run
     last = str(spec.run_dir / LAST)

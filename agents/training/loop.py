@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import torch
+from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import EpochStats
+from tianshou.data.collector import CollectStatsBase
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 from torch.utils.tensorboard import SummaryWriter
 
@@ -26,7 +28,7 @@ from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from . import rundir
-from .checkpoints import BEST, LAST, RESULT_FILE, restore
+from .checkpoints import BEST, LAST, RESULT_FILE, learner_state, load_learner_state, restore
 from .config import ARGMAX
 from .envs import evaluation_envs, training_envs
 from .logger import RunLogger
@@ -107,7 +109,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
         # network and MAPPO: resumed from the checkpoint, or fresh with an optional warm start
         algorithm, net = build_algorithm(spec, train_envs, device)
         if spec.resume is not None:
-            restore(spec, algorithm, net)
+            restore(spec, algorithm)
         warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
         if spec.resume is None and t.init_from:
             init_from_checkpoint(spec, algorithm, net)
@@ -254,7 +256,8 @@ class GridTrainer(OnPolicyTrainer):
     interval first (:meth:`~agents.training.config.TrainConfig.interval_plan`). Such a run also
     skips tianshou's evaluation at start-up, which would evaluate (and could select) weights at
     an env step an uninterrupted run never evaluates; a run starting on the grid keeps it (at
-    step 0, or the evaluation of an interval whose end was saved just before it).
+    step 0, or the evaluation of an interval whose end was saved just before it). An update
+    interrupted part-way is undone (:meth:`_update_step`).
     """
 
     def __init__(self, algorithm: MultiAgentPPO, params: OnPolicyTrainerParams, first_epoch_steps: int) -> None:
@@ -282,6 +285,19 @@ class GridTrainer(OnPolicyTrainer):
             return super().execute_epoch()
         finally:
             self.params.epoch_num_steps = self._next_epoch_steps = full
+
+    def _update_step(self, collect_stats: CollectStatsBase | None = None) -> TrainingStats:
+        """One update, all or nothing. tianshou counts a training step's env steps only once its
+        update is done, so Ctrl-C or SIGTERM part-way through an update puts back the weights,
+        optimizer, return scaling and counters the update started from: ``last.pt`` then holds
+        weights trained on exactly the env steps its counters say, and the resumed run collects
+        that batch again instead of training on top of a partial update."""
+        before = learner_state(self.algorithm)
+        try:
+            return super()._update_step(collect_stats)
+        except KeyboardInterrupt:
+            load_learner_state(self.algorithm, before)
+            raise
 
 
 def _restored_steps(spec: RunSpec) -> tuple[int, int, int] | None:
