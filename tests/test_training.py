@@ -560,6 +560,27 @@ def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
     assert algorithm.policy.deterministic_eval is deterministic
 
 
+@pytest.mark.parametrize("action", ["argmax", "sample"])
+def test_validation_takes_the_decisions_evaluate_takes_on_the_same_workloads(tmp_path, action):
+    """The logged validation mean JCT at the last step equals the mean over the validation seeds
+    of the evaluation runner's episodes with last.pt (what ``evaluate.py --seed-offset 10000``
+    runs): the same workloads, and each episode's draws (samples, conflict tie-breaks) from a
+    generator seeded from its own workload, whatever else shares the batch."""
+    from agents.policy.scheduler import TapFingerScheduler
+    from agents.training.envs import evaluation_scenario
+    from envs.scheduling import run_episode
+
+    spec = _spec(tmp_path, f"train.run_name=v_{action}", f"train.eval_action={action}", "train.eval_episodes=3",
+                 steps=80)
+    run_training(spec)
+    logged = dict(_scalars(spec.run_dir)["test/mean_jct"])[80]
+    scheduler = TapFingerScheduler(checkpoint=spec.run_dir / LAST)
+    assert scheduler.deterministic is (action == "argmax")
+    cfg = evaluation_scenario(spec.scenario, spec.train)
+    alone = [run_episode(cfg, scheduler, spec.train.eval_seed + j).mean_jct for j in range(3)]
+    assert float(np.mean(alone)) == pytest.approx(logged, rel=1e-6)
+
+
 def test_lr_schedule_is_a_function_of_the_env_step():
     cfg = TrainConfig(steps=1000, lr=2e-4)
     assert [cfg.lr_at(s) for s in (0, 500, 1000)] == [2e-4, 2e-4, 2e-4]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -34,6 +35,16 @@ class ActNoise:
     selection: Tensor | None  # (B, N, P) float32: the slot's Gumbel noise (sampling only)
     tie: Tensor | None  # (B, N) float64: Bayes conflict tie-breaks (``conflicts="bayes"`` only)
     allocation: Tensor | None  # (B, N, A) float32: the allocation's Gumbel noise (sampling only)
+
+
+def episode_generator(tiebreak: np.random.Generator, device: torch.device | str) -> torch.Generator:
+    """The generator of one episode's draws (samples, conflict tie-breaks), seeded by the first
+    draw of the episode's ``tiebreak`` stream (:func:`envs.workload.rng_streams` of its workload
+    seed). The evaluation runner and the training validation both seed it so, and so take the
+    same decisions on the same workload."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(int(tiebreak.integers(0, 2**63 - 1)))
+    return generator
 
 
 def draw_act_noise(

@@ -33,6 +33,7 @@ from envs.scheduling import Decision
 
 from .checkpoint import check_compatible, checkpoint_eval_action, load_policy_checkpoint
 from .network import TapFingerPolicy
+from .noise import episode_generator
 from .observations import obs_to_torch
 from .online_floor import OnlineStartFloor, check_start_floor
 
@@ -108,8 +109,7 @@ class TapFingerScheduler:
         self.floor = OnlineStartFloor(sim.cfg.max_start_slowdown) if online else None
         if self.floor is not None:
             self.floor.reset(sim)
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(int(sim.rng_tiebreak.integers(0, 2**63 - 1)))
+        self.generator = episode_generator(sim.rng_tiebreak, self.device)
 
     def observe(self, sim: Simulator) -> dict[str, np.ndarray]:
         """The observation the policy acts on (numpy, unbatched): the scenario's offer, or the

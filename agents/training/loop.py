@@ -237,7 +237,7 @@ def trainer_params(
         batch_size=t.batch_size,
         test_step_num_episodes=t.eval_episodes,
         training_fn=session.training_fn,
-        test_fn=lambda epoch, env_step: algorithm.policy.reset_eval_generator(t.eval_seed),
+        test_fn=lambda epoch, env_step: algorithm.policy.reset_eval_generators(),
         compute_score_fn=session.compute_score_fn,
         save_best_fn=session.save_best_fn,
         save_checkpoint_fn=session.save_checkpoint_fn,

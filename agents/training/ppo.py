@@ -53,7 +53,9 @@ from tianshou.data.types import (
     RolloutBatchProtocol,
 )
 
+from agents.policy.noise import episode_generator
 from agents.policy.observations import obs_to_torch
+from envs.workload import rng_streams
 
 from .config import BEHAVIOUR, OLD_STATS, RECOMPUTE
 from .precision import FLOAT32, autocast, check_precision
@@ -122,7 +124,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
             action_scaling=False,
             action_bound_method=None,
         )
-        self.eval_generator: torch.Generator | None = None
+        self._episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
         #: precision of the network passes when collecting (``train.precision``); evaluation
         #: outside training steps always runs float32
         self.precision = check_precision(precision)
@@ -134,11 +136,27 @@ class JointActorPolicy(ProbabilisticActorPolicy):
     def net(self) -> nn.Module:
         return self.actor.net
 
-    def reset_eval_generator(self, seed: int) -> None:
-        """Seed the generator used outside training steps (samples, conflict tie-breaks), so
-        an evaluation does not depend on the training RNG state."""
-        self.eval_generator = torch.Generator(device=module_device(self.net))
-        self.eval_generator.manual_seed(int(seed))
+    def reset_eval_generators(self) -> None:
+        """Forget the evaluation episodes' generators: every evaluation replays each workload
+        with a generator seeded afresh, whatever the training RNG state."""
+        self._episode_generators = {}
+
+    def _eval_generators(self, info: Any) -> list[torch.Generator]:
+        """The generator of each row's episode outside training steps (samples, conflict
+        tie-breaks), keyed by the row's ``info["workload_seed"]`` and seeded as the evaluation
+        runner seeds it (:func:`~agents.policy.noise.episode_generator`), so validation takes the
+        decisions ``evaluate.py`` takes on the same workloads."""
+        seeds = info.get("workload_seed") if isinstance(info, Batch) else None
+        if seeds is None:
+            raise RuntimeError("JointActorPolicy evaluates on envs whose info carries workload_seed "
+                               "(agents.training.envs.evaluation_envs)")
+        device = module_device(self.net)
+        generators = []
+        for seed in np.asarray(seeds).tolist():
+            if seed not in self._episode_generators:
+                self._episode_generators[seed] = episode_generator(rng_streams(seed)["tiebreak"], device)
+            generators.append(self._episode_generators[seed])
+        return generators
 
     def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
         evaluating = not self.is_within_training_step
@@ -147,7 +165,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         with torch.no_grad(), autocast(FLOAT32 if evaluating else self.precision, device):
             obs = obs_to_torch(batch.obs, device)
             store = self.store_behaviour and not evaluating
-            generator = self.eval_generator if evaluating else None
+            generator = self._eval_generators(batch.info) if evaluating else None
             out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
