@@ -132,26 +132,33 @@ def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
     assert [s for s, _ in sc["update/policy_loss"]] == [1, 2, 3]
 
 
+def _interrupt_the_step_starting_at(monkeypatch: pytest.MonkeyPatch, env_step: int) -> None:
+    """Ctrl-C at the start of the training step that begins at ``env_step`` (after the session's
+    own start-of-step callback, so a periodic last.pt is as it would be)."""
+    from agents.training.session import Session
+
+    original = Session.training_fn
+
+    def stop(self, epoch, step):
+        original(self, epoch, step)
+        if step == env_step:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Session, "training_fn", stop)
+
+
 def test_a_run_resumed_inside_an_interval_stays_on_the_uninterrupted_grid(tmp_path, monkeypatch):
     """Stopped at env step 40 of an 80-step evaluation interval, the resumed run first finishes
     that interval: it evaluates at 80 and 160, as an uninterrupted run does, and ends at the
     planned 160 steps (re-planning from 40 would evaluate at 120 and end at 200)."""
     from agents.training.loop import TrainingInterrupted
-    from agents.training.session import Session
 
     spec = _spec(tmp_path, "train.run_name=grid", "train.eval_every=80", steps=160)
     assert spec.train.planned_env_steps() == 160
-    original = Session.training_fn
-
-    def stop_at_40(self, epoch, env_step):
-        original(self, epoch, env_step)
-        if env_step == 40:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Session, "training_fn", stop_at_40)
+    _interrupt_the_step_starting_at(monkeypatch, 40)
     with pytest.raises(TrainingInterrupted):
         run_training(spec)
-    monkeypatch.setattr(Session, "training_fn", original)
+    monkeypatch.undo()
     assert load_checkpoint(spec.run_dir / LAST)["counters"]["env_step"] == 40
     resumed = prepare_run(None, [], flags={}, resume=str(spec.run_dir / LAST))
     assert resumed.train.interval_plan(40) == (40, 80, 2) and resumed.train.planned_env_steps(40) == 160
@@ -170,7 +177,6 @@ def test_an_update_interrupted_part_way_is_undone_so_last_pt_matches_its_env_ste
     counters, weights, optimizer and return scaling. Without the rollback the weights carry a
     partial update that the counters (env step 80, the old gradient steps) do not account for."""
     from agents.training.loop import TrainingInterrupted
-    from agents.training.session import Session
 
     def interrupted_last(name: str) -> dict:
         spec = _spec(tmp_path, f"train.run_name={name}", steps=160)
@@ -178,16 +184,9 @@ def test_an_update_interrupted_part_way_is_undone_so_last_pt_matches_its_env_ste
             run_training(spec)
         return load_checkpoint(spec.run_dir / LAST)
 
-    original_fn = Session.training_fn
-
-    def stop_before_the_third_step(self, epoch, env_step):
-        original_fn(self, epoch, env_step)
-        if env_step == 80:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Session, "training_fn", stop_before_the_third_step)
+    _interrupt_the_step_starting_at(monkeypatch, 80)
     reference = interrupted_last("between_steps")
-    monkeypatch.setattr(Session, "training_fn", original_fn)
+    monkeypatch.undo()
 
     original_step = MultiAgentPPO._minibatch_step
     partial = {"steps": 0}

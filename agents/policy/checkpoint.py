@@ -21,7 +21,7 @@ import pickle
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -173,15 +173,21 @@ def _write_failure(exc: BaseException, directory: Path) -> str:
     return text or type(exc).__name__
 
 
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with ``fn`` applied to every tensor inside its dicts, lists and tuples (new
+    containers; other values as they are)."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, Mapping):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(v, fn) for v in value)
+    return value
+
+
 def _on_cpu(value: Any) -> Any:
     """``value`` with every tensor inside dicts, lists and tuples moved to the CPU."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, Mapping):
-        return {k: _on_cpu(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_on_cpu(v) for v in value)
-    return value
+    return map_tensors(value, lambda t: t.detach().cpu())
 
 
 def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from agents.policy.checkpoint import POLICY_KEYS, CheckpointError, read_checkpoint, save_policy_checkpoint
+from agents.policy.checkpoint import (
+    POLICY_KEYS,
+    CheckpointError,
+    map_tensors,
+    read_checkpoint,
+    save_policy_checkpoint,
+)
 from envs.config import ConfigError, ScenarioConfig
 
 from .config import TrainConfig
@@ -82,14 +88,8 @@ def learner_state(algorithm: MultiAgentPPO) -> dict[str, Any]:
 
 def _copied(value: Any) -> Any:
     """A copy of nested dicts, lists and tuples of tensors and plain values (``copy.deepcopy``
-    is about 80x slower on an optimizer's many small state tensors)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_copied(v) for v in value)
-    return value
+    is about 20x slower on an optimizer's many small state tensors)."""
+    return map_tensors(value, lambda t: t.detach().clone())
 
 
 def load_learner_state(algorithm: MultiAgentPPO, state: Mapping[str, Any]) -> None:
