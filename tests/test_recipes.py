@@ -180,6 +180,25 @@ def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
     assert "| `tiny-3.pt` | `python benchmarks/reproduce.py --config" in shipped and "128 env steps" in shipped
 
 
+def test_the_page_says_whether_a_seed_trained_within_the_cpu_budget(reproduced):
+    import dataclasses
+
+    from agents.evaluation.results import CPU_WALL_TARGET_S, read_results, verdicts
+
+    tmp, _, _ = reproduced
+    results = read_results(tmp / "results" / "tiny-3.json")
+    [(what, met, evidence)] = [v for v in verdicts(results) if "wall time" in v[0]]
+    assert what == "wall time per seed on the CPU within about 2.0 h" and met is True
+    assert evidence.startswith("longest s") and evidence.endswith(" min")
+    assert "| wall time per seed on the CPU within about 2.0 h | **yes** |" in (tmp / "results" / "tiny-3.md").read_text()
+    slow = dataclasses.replace(results.rows[1], wall_s=CPU_WALL_TARGET_S + 600)
+    over = dataclasses.replace(results, rows=[results.rows[0], slow])
+    assert [(met, evidence) for what, met, evidence in verdicts(over) if "wall time" in what] == [
+        (False, "longest s1: 2.2 h")]
+    on_gpu = dataclasses.replace(results, rows=[dataclasses.replace(r, device="cuda") for r in over.rows])
+    assert not [what for what, _, _ in verdicts(on_gpu) if "wall time" in what]  # the budget is the CPU's
+
+
 def test_the_checkpoint_index_names_a_file_that_is_no_seed_of_its_recipe(reproduced, tmp_path):
     from agents.evaluation.results import checkpoint_index
 

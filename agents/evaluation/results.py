@@ -43,6 +43,8 @@ from .summary import (
 
 #: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (issue target)
 SEED_SPREAD_TARGET = 0.05
+#: the issue's CPU budget per training seed: a recipe that needs more says so on its page
+CPU_WALL_TARGET_S = 2 * 3600
 #: validation baseline a run must beat (the sample-efficiency figure: env steps until it did)
 VALIDATION_RIVAL = "optimus"
 #: validation baselines drawn beside the curves
@@ -266,6 +268,11 @@ def verdicts(results: RecipeResults) -> list[tuple[str, bool | None, str]]:
     beat = [r.steps_to_beat_optimus for r in rows]
     out.append((f"every seed beats {VALIDATION_RIVAL} on validation", all(b is not None for b in beat),
                 ", ".join(f"s{r.seed}: " + ("never" if b is None else f"{b:,} steps") for r, b in zip(rows, beat))))
+    cpu = [r for r in rows if r.device == "cpu" and r.wall_s is not None and math.isfinite(r.wall_s)]
+    if cpu:
+        longest = max(cpu, key=lambda r: r.wall_s)
+        out.append((f"wall time per seed on the CPU within about {_duration(CPU_WALL_TARGET_S)}",
+                    bool(longest.wall_s <= CPU_WALL_TARGET_S), f"longest s{longest.seed}: {_duration(longest.wall_s)}"))
     return out
 
 
