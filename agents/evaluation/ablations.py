@@ -43,6 +43,8 @@ class Ablation:
 #: the start floor factor of the floor variants (the policy is offered a task only if it would
 #: finish within this many times its fastest duration with the free resources)
 FLOOR_FACTOR = 3
+#: the curve plot's y axis ends at this multiple of the worst baseline's validation mean JCT
+CURVE_CEILING = 1.6
 
 ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
     Ablation(RECIPE, "the recipe: the paper's method (HAN, pointer, Bayes conflicts, masking), from scratch"),
@@ -206,7 +208,7 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
 
 
 def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
-                  baselines: Mapping[str, float | None]) -> Path:
+                  baselines: Mapping[str, float | None], title: str = "Ablations") -> Path:
     """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps."""
     from .plots import _pyplot, _save, colours
 
@@ -214,19 +216,27 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
     col = colours([*curves, *baselines])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
     for variant, seeds in curves.items():
-        steps = sorted(set.intersection(*(set(s for s, _ in pts) for pts in seeds))) if seeds else []
+        seeds = [sorted(pts) for pts in seeds if pts]
+        if not seeds:
+            continue
+        # every seed's points, linearly interpolated onto the steps any seed was validated at inside the span all share
+        first, last = max(pts[0][0] for pts in seeds), min(pts[-1][0] for pts in seeds)
+        steps = sorted({s for pts in seeds for s, _ in pts if first <= s <= last})
         if not steps:
             continue
-        values = np.array([[dict(pts)[s] for s in steps] for pts in seeds])
+        values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
         ax.plot(steps, values.mean(axis=0), color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
     for name, mean in baselines.items():
         if mean is not None:
             ax.axhline(mean, color=col[name], linestyle="-.", linewidth=1.3, label=f"{name} ({mean:.2f})")
+    finite = [m for m in baselines.values() if m is not None and math.isfinite(m)]
+    if finite:  # the first, untrained points would flatten the part where the variants differ
+        ax.set_ylim(0.8 * min(finite), CURVE_CEILING * max(finite))
     ax.set_xlabel("env steps")
-    ax.set_ylabel("validation mean JCT (real steps)")
-    ax.set_title(f"Ablations on {scenario}: mean over seeds, min-max band", fontsize=10)
+    ax.set_ylabel("validation mean JCT" + (f" (cut at {CURVE_CEILING:g}x the worst baseline)" if finite else ""))
+    ax.set_title(f"{title} on {scenario}: mean over seeds, min-max band", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     return _save(fig, path)

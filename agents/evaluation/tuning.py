@@ -1,0 +1,215 @@
+"""Recipe tuning on validation workloads only: a scenario's recipe against candidate changes, over seeds.
+
+A :class:`Candidate` is a named set of ``train.py`` overrides (``NAME:key=value[,key=value...]``,
+:func:`parse_candidate`). ``benchmarks/tune.py`` trains K seeds of the recipe (the runs of
+``benchmarks/reproduce.py``, shared with it) and of every candidate, scores every seed's ``best.pt``
+again on the recipe's validation workloads with the evaluator (the decisions ``evaluate.py`` takes,
+whatever code version logged the run's curve), and writes under ``docs/results/tuning/``:
+
+* ``<scenario>.md`` -- per candidate: the validation best of each seed, the mean ± sd, the per-seed
+  difference against the recipe's same seed with its t-interval over seeds, how many seeds improve,
+  and the env steps each seed needed to beat optimus on validation;
+* ``<scenario>.csv`` / ``<scenario>.json`` -- the same rows, and the command;
+* ``<scenario>.png`` -- every candidate's validation curve (mean over seeds, min-max band).
+
+This is where a recipe change earns its place: validation workloads choose, and the held-out
+workloads (:func:`~agents.evaluation.results.report_seeds`) are never run here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from envs.config import ConfigError
+
+from .summary import mean_halfwidth, t_interval
+
+#: the reference: the scenario's recipe, unchanged
+RECIPE = "recipe"
+#: a candidate's name: one plain path component
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: train keys that fix the validation workloads: a candidate may not change them
+VALIDATION_KEYS = ("eval_seed", "eval_episodes", "eval_scenario")
+#: one CSV row per (candidate, seed), in this order
+CSV_FIELDS = ("scenario", "candidate", "seed", "env_steps", "wall_s", "device", "best_env_step", "logged_best",
+              "validation_best", "diff_vs_recipe", "steps_to_beat_optimus")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A named change to the recipe: ``overrides`` as ``train.py`` takes them."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+
+
+def parse_candidate(text: str) -> Candidate:
+    """``NAME:key=value[,key=value...]`` -> :class:`Candidate`.
+
+    The name ends at the first colon; the overrides split at each comma that begins a new
+    ``key=`` (so list values such as ``capacities=[[16,16]]`` stay whole)."""
+    name, sep, rest = text.partition(":")
+    name = name.strip()
+    if not sep or not rest.strip():
+        raise ConfigError(f"--candidate {text!r}: expected NAME:key=value[,key=value...] (e.g. ent01:train.ent_coef=0.01)")
+    if not NAME_PATTERN.match(name) or name == RECIPE:
+        raise ConfigError(f"--candidate {text!r}: the name {name!r} must be one plain word of letters, digits, '.', "
+                          f"'_' or '-', and not {RECIPE!r}")
+    overrides = tuple(o.strip() for o in re.split(r",(?=\s*[A-Za-z_][\w.]*=)", rest) if o.strip())
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"--candidate {text!r}: {bad[0]!r} is not key=value")
+    return Candidate(name, overrides)
+
+
+def run_dir(runs: Path, recipe_runs: Path, scenario: str, candidate: str, seed: int) -> Path:
+    """Where a seed trains: the recipe's in ``<recipe_runs>/<scenario>/s<seed>`` (``reproduce.py``'s run),
+    a candidate's in ``<runs>/<scenario>/<candidate>/s<seed>``."""
+    if candidate == RECIPE:
+        return recipe_runs / scenario / f"s{seed}"
+    return runs / scenario / candidate / f"s{seed}"
+
+
+def policy_name(candidate: str, seed: int) -> str:
+    """A candidate seed's scheduler name in the validation scoring (``ent01-s1``)."""
+    return f"{candidate}-s{seed}"
+
+
+@dataclass
+class TuningRow:
+    """One training seed of one candidate (or the recipe), scored on validation."""
+
+    scenario: str
+    candidate: str
+    seed: int
+    env_steps: int
+    wall_s: float
+    device: str
+    best_env_step: int | None
+    logged_best: float | None  # the best point of the run's own validation curve
+    validation_best: float | None  # best.pt scored again now on the validation workloads
+    diff_vs_recipe: float | None  # validation_best minus the recipe's same seed
+    steps_to_beat_optimus: int | None
+
+
+@dataclass
+class TuningSummary:
+    """A candidate over its seeds (one row of ``<scenario>.md``)."""
+
+    candidate: str
+    overrides: list[str]
+    seeds: int
+    mean: float | None
+    sd: float | None
+    diff_mean: float | None  # mean over seeds of (candidate - recipe), same seed
+    diff_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    seeds_better: int = 0
+    steps_to_beat_optimus: list[int | None] = field(default_factory=list)
+    wall_s: float | None = None
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate]) -> list[TuningSummary]:
+    """One :class:`TuningSummary` per candidate (the recipe first), from its rows."""
+    out = []
+    for c in [Candidate(RECIPE), *candidates]:
+        mine = [r for r in rows if r.candidate == c.name]
+        values = np.array([np.nan if r.validation_best is None else r.validation_best for r in mine], dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        diffs = [r.diff_vs_recipe for r in mine if r.diff_vs_recipe is not None]
+        walls = [r.wall_s for r in mine if math.isfinite(r.wall_s)]
+        lo, hi = t_interval(diffs)
+        out.append(TuningSummary(
+            candidate=c.name, overrides=list(c.overrides), seeds=len(mine),
+            mean=_finite(float(finite.mean())) if finite.size else None,
+            sd=_finite(float(finite.std(ddof=1))) if finite.size > 1 else None,
+            diff_mean=_finite(mean_halfwidth(diffs)[0]) if diffs else None, diff_ci95=[lo, hi],
+            seeds_better=sum(d < 0 for d in diffs),
+            steps_to_beat_optimus=[r.steps_to_beat_optimus for r in mine],
+            wall_s=float(np.mean(walls)) if walls else None))
+    return out
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
+             baselines: Mapping[str, float | None], summaries: Sequence[TuningSummary],
+             rows: Sequence[TuningRow]) -> str:
+    """``<scenario>.md``: one row per candidate over seeds, then one per seed, and the curves."""
+    seeds = sorted({r.seed for r in rows})
+    lines = [
+        f"# Recipe tuning on {scenario}: validation workloads only",
+        "",
+        "Generated by",
+        "",
+        f"    {command}",
+        "",
+        f"Every seed's `best.pt` (chosen on these workloads) is scored again with the evaluator on the recipe's "
+        f"validation workloads {validation_seeds[0]}..{validation_seeds[-1]} (`{eval_scenario}` variant): mean JCT, "
+        "lower is better. Δ: the candidate's seed minus the recipe's same seed; its interval is the 95% t-interval "
+        "over seeds. The held-out workloads are not run here.",
+        "",
+        "Baselines on the same workloads: " + ", ".join(f"{k} {_fmt(v)}" for k, v in baselines.items()),
+        "",
+        "| candidate | overrides | seeds | validation best, mean ± sd | Δ vs recipe | seeds better "
+        "| env steps to beat optimus | wall time per seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        over = " ".join(f"`{o}`" for o in s.overrides) or "–"
+        sd = "" if s.sd is None else f" ± {s.sd:.3f}"
+        if s.candidate == RECIPE:
+            diff, better = "–", "–"
+        else:
+            lo, hi = s.diff_ci95
+            diff = "n/a" if s.diff_mean is None else (
+                f"{s.diff_mean:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]"))
+            better = f"{s.seeds_better}/{s.seeds}"
+        beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_optimus)
+        wall = "n/a" if s.wall_s is None else f"{s.wall_s / 60:.0f} min"
+        lines.append(f"| {s.candidate} | {over} | {s.seeds} | {_fmt(s.mean)}{sd} | {diff} | {better} | {beat} | {wall} |")
+    names = [s.candidate for s in summaries]
+    by = {(r.candidate, r.seed): r for r in rows}
+    lines += ["", "Per seed (validation best of `best.pt`, scored now; in brackets, the run's own logged best):", "",
+              "| seed | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for seed in seeds:
+        cells = []
+        for n in names:
+            r = by.get((n, seed))
+            cells.append("–" if r is None else f"{_fmt(r.validation_best)} ({_fmt(r.logged_best)})")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    lines += ["", f"![{scenario} validation curves]({scenario}.png)", ""]
+    return "\n".join(lines)
+
+
+def write_csv(path: Path, rows: Sequence[TuningRow]) -> Path:
+    """One row per (candidate, seed), :data:`CSV_FIELDS`."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            d = asdict(r)
+            w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k])
+                        for k in CSV_FIELDS])
+    return path
+
+
+def document(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
+             baselines: Mapping[str, float | None], summaries: Sequence[TuningSummary],
+             rows: Sequence[TuningRow]) -> dict[str, Any]:
+    """The JSON form of the page."""
+    return {"command": command, "scenario": scenario, "validation_seeds": list(validation_seeds),
+            "eval_scenario": eval_scenario, "baselines": dict(baselines),
+            "summaries": [asdict(s) for s in summaries], "rows": [asdict(r) for r in rows]}

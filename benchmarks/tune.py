@@ -1,0 +1,179 @@
+#!/usr/bin/env python
+"""Recipe tuning on validation workloads: a scenario's recipe against candidate changes, K seeds each.
+
+    python benchmarks/tune.py --config multi-3 --candidate ent0.001:train.ent_coef=0.001 [--candidate ...]
+        [--seeds 3] [--first-seed 0] [--device auto|cpu|cuda] [--parallel P] [--threads T]
+        [--runs runs/tuning] [--recipe-runs runs/reproduce] [--out docs/results/tuning] [--workers W]
+        [--train-only]
+
+A candidate is ``NAME:key=value[,key=value...]``: the recipe with those ``train.py`` overrides. Its
+seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
+``benchmarks/reproduce.py``'s runs, ``<recipe-runs>/<scenario>/s<seed>/``. Finished runs are not
+trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
+Then every seed's ``best.pt`` is scored again on the recipe's validation workloads beside optimus
+(preemptive and not), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
+(:mod:`agents.evaluation.tuning`). Held-out workloads are never run: they only report, in
+``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tune.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", required=True, help="scenario name (configs/<name>.yaml) or YAML path: the recipe")
+    p.add_argument("--candidate", action="append", default=[], metavar="NAME:key=value[,key=value...]",
+                   help="a change to the recipe (repeat for several)")
+    p.add_argument("--seeds", type=int, default=3, help="training seeds per candidate (default 3)")
+    p.add_argument("--first-seed", type=int, default=0, help="first training seed (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
+    p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per training run")
+    p.add_argument("--runs", default="runs/tuning", help="parent of the candidates' run directories (default runs/tuning)")
+    p.add_argument("--recipe-runs", default="runs/reproduce",
+                   help="parent of the recipe's run directories, shared with reproduce.py (default runs/reproduce)")
+    p.add_argument("--out", default="docs/results/tuning", help="results directory (default docs/results/tuning)")
+    p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
+    p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
+    return p
+
+
+def command_text(args: argparse.Namespace) -> str:
+    """The command line that regenerates the page (as a user types it)."""
+    import shlex
+
+    parts = ["python benchmarks/tune.py", f"--config {args.config}"]
+    parts += [f"--candidate {shlex.quote(c)}" for c in args.candidate]
+    parts.append(f"--seeds {args.seeds}")
+    if args.first_seed:
+        parts.append(f"--first-seed {args.first_seed}")
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from agents.evaluation.ablations import plot_variants
+    from agents.evaluation.curves import per_seed_mean, read_curve
+    from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, steps_to_beat
+    from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers, resolve_schedulers, run_evaluation
+    from agents.evaluation.seed_runs import SeedRun, train_runs
+    from agents.evaluation.summary import write_json
+    from agents.evaluation.tuning import (
+        RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, policy_name, run_dir, summarise,
+        write_csv,
+    )
+    from agents.training import prepare_run
+    from agents.training.checkpoints import BEST, RESULT_FILE
+    from agents.training.envs import evaluation_scenario
+    from envs.config import ConfigError
+
+    for name, low in (("seeds", 1), ("first_seed", 0), ("parallel", 1)):
+        if getattr(args, name) < low:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    for name in ("threads", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ConfigError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.candidate:
+        raise ConfigError("give at least one --candidate NAME:key=value[,key=value...]")
+    candidates = [parse_candidate(c) for c in args.candidate]
+    seen = set()
+    for c in candidates:
+        if c.name in seen:
+            raise ConfigError(f"--candidate {c.name!r} is given twice")
+        seen.add(c.name)
+    spec = prepare_run(args.config)  # the recipe (bad YAML: ConfigError before anything runs)
+    for c in candidates:  # every candidate's overrides are valid, and it validates on the recipe's workloads
+        try:
+            cspec = prepare_run(args.config, list(c.overrides))
+        except ConfigError as exc:
+            raise ConfigError(f"--candidate {c.name}: {exc}") from None
+        changed = [k for k in VALIDATION_KEYS if getattr(cspec.train, k) != getattr(spec.train, k)]
+        if changed:
+            raise ConfigError(f"--candidate {c.name} changes train.{changed[0]}: the validation workloads must be the "
+                              "recipe's, so that every seed is compared on the same workloads")
+        if cspec.scenario.name != spec.scenario.name:
+            raise ConfigError(f"--candidate {c.name} renames the scenario ({cspec.scenario.name!r}); "
+                              "candidates change the recipe, not the scenario's name")
+    scenario = spec.scenario.name
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    runs, recipe_runs = Path(args.runs), Path(args.recipe_runs)
+    everyone = [(RECIPE, ()), *((c.name, c.overrides) for c in candidates)]
+    dirs = {(n, s): run_dir(runs, recipe_runs, scenario, n, s) for n, _ in everyone for s in seeds}
+    jobs = [SeedRun(f"{n} s{s}", args.config, s, dirs[n, s], tuple(o)) for s in seeds for n, o in everyone]
+    failed = train_runs(jobs, device, args.parallel, args.threads)
+    if failed:
+        print(f"tune.py: training failed for {', '.join(r.label for r in failed)}; nothing scored", file=sys.stderr)
+        return 1
+    if args.train_only:
+        return 0
+
+    cfg = evaluation_scenario(spec.scenario, spec.train)
+    vseeds = [spec.train.eval_seed + j for j in range(spec.train.eval_episodes)]
+    specs = list(resolve_schedulers(VALIDATION_BASELINES, (), cfg))
+    baseline_names = [s.name for s in specs]
+    for (n, s), d in dirs.items():
+        info = check_checkpoint(d / BEST, cfg)
+        specs.append(SchedulerSpec(name=policy_name(n, s), checkpoint=str(d / BEST), variant=info["variant"],
+                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
+    workers = args.workers or default_workers()
+    print(f"scoring {len(dirs)} best.pt and {len(baseline_names)} baselines on {len(vseeds)} validation workloads "
+          f"{vseeds[0]}..{vseeds[-1]}", flush=True)
+    scored = run_evaluation(cfg, specs, vseeds, workers=workers, progress=False)
+    means = {name: per_seed_mean([r.mean_jct for r in results]) for name, results in scored.results.items()}
+    baselines = {b: means[b] for b in baseline_names}
+    rival = baselines.get(VALIDATION_RIVAL)
+    rows, curves = [], {}
+    for n, _ in everyone:
+        curves[n] = []
+        for s in seeds:
+            d = dirs[n, s]
+            training = json.loads((d / RESULT_FILE).read_text())
+            curve = read_curve(d, f"{n} s{s}")
+            curves[n].append(curve.points)
+            best = means[policy_name(n, s)]
+            recipe = means[policy_name(RECIPE, s)]
+            rows.append(TuningRow(
+                scenario=scenario, candidate=n, seed=s, env_steps=int(training.get("env_steps", 0)),
+                wall_s=float(training.get("wall_s", float("nan"))), device=str(training.get("device", "")),
+                best_env_step=curve.best[0], logged_best=curve.best[1], validation_best=best,
+                diff_vs_recipe=None if n == RECIPE or best is None or recipe is None else best - recipe,
+                steps_to_beat_optimus=steps_to_beat(curve.points, rival)))
+    summaries = summarise(rows, candidates)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = command_text(args)
+    page = markdown(command, scenario, vseeds, spec.train.eval_scenario, baselines, summaries, rows)
+    (out / f"{scenario}.md").write_text(page)
+    write_csv(out / f"{scenario}.csv", rows)
+    write_json(out / f"{scenario}.json", document(command, scenario, vseeds, spec.train.eval_scenario, baselines,
+                                                  summaries, rows))
+    plot_variants(out / f"{scenario}.png", scenario, curves, baselines, title="Recipe tuning")
+    for suffix in ("md", "csv", "json", "png"):
+        print(f"wrote {out / f'{scenario}.{suffix}'}", flush=True)
+    print(page)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from agents.evaluation.seed_runs import run_command
+
+    return run_command("tune.py", run, build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Recipe tuning: candidates parse and are checked before anything trains, and
+``benchmarks/tune.py`` end to end on a tiny recipe scores every seed on validation workloads only."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
+
+from agents.evaluation.results import report_seeds
+from agents.evaluation.tuning import RECIPE, Candidate, TuningRow, parse_candidate, run_dir, summarise
+from envs.config import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+TUNE = ROOT / "benchmarks" / "tune.py"
+
+
+def test_a_candidate_is_a_name_and_its_overrides():
+    assert parse_candidate("ent01:train.ent_coef=0.01") == Candidate("ent01", ("train.ent_coef=0.01",))
+    c = parse_candidate("two:train.ent_coef=0.01, train.lr=6e-4")
+    assert c.overrides == ("train.ent_coef=0.01", "train.lr=6e-4")
+    # a list value keeps its commas; a colon inside a value is part of the value
+    assert parse_candidate("caps:capacities=[[16,16],[8,8]]").overrides == ("capacities=[[16,16],[8,8]]",)
+    assert parse_candidate("imi:train.imitate=optimus:preemptive=false,train.lr=1e-4").overrides == (
+        "train.imitate=optimus:preemptive=false", "train.lr=1e-4")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("train.ent_coef=0.01", "expected NAME:key=value"),
+    ("ent01:", "expected NAME:key=value"),
+    ("a/b:train.lr=1", "must be one plain word"),
+    ("recipe:train.lr=1", "not 'recipe'"),
+    ("x:train.lr", "is not key=value"),
+])
+def test_a_malformed_candidate_is_refused(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_candidate(text)
+
+
+def test_the_recipe_runs_are_reproduce_runs(tmp_path):
+    assert run_dir(tmp_path / "t", tmp_path / "r", "multi-3", RECIPE, 2) == tmp_path / "r" / "multi-3" / "s2"
+    assert run_dir(tmp_path / "t", tmp_path / "r", "multi-3", "ent01", 2) == tmp_path / "t" / "multi-3" / "ent01" / "s2"
+
+
+def _row(candidate, seed, best, recipe_best):
+    return TuningRow("x", candidate, seed, 10, 60.0, "cpu", 5, best, best,
+                     None if candidate == RECIPE else best - recipe_best, None)
+
+
+def test_the_summary_pairs_each_seed_with_the_recipes_same_seed():
+    recipe = {0: 4.0, 1: 4.2, 2: 5.0}
+    cand = {0: 3.9, 1: 4.3, 2: 4.0}
+    rows = [_row(RECIPE, s, v, v) for s, v in recipe.items()] + [_row("c", s, v, recipe[s]) for s, v in cand.items()]
+    by = {s.candidate: s for s in summarise(rows, [Candidate("c", ("train.lr=1",))])}
+    assert by[RECIPE].mean == pytest.approx(13.2 / 3) and by[RECIPE].diff_mean is None
+    assert by["c"].mean == pytest.approx(12.2 / 3)
+    assert by["c"].sd == pytest.approx(float(__import__("numpy").std([3.9, 4.3, 4.0], ddof=1)))
+    assert by["c"].diff_mean == pytest.approx(-1.0 / 3)
+    assert by["c"].seeds_better == 2  # seeds 0 and 2 improve, seed 1 does not
+    lo, hi = by["c"].diff_ci95
+    assert lo < by["c"].diff_mean < hi and lo < 0 < hi  # one seed worse: the interval spans zero
+    assert by["c"].overrides == ["train.lr=1"] and by["c"].wall_s == 60.0
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """tune.py in this process (its run_evaluation calls recorded), on a tiny recipe, two seeds."""
+    import importlib.util
+
+    import agents.evaluation.runner as runner
+
+    tmp = tmp_path_factory.mktemp("tuning")
+    recipe = tmp / "tiny-3.yaml"
+    recipe.write_text(TINY_RECIPE)
+    spec = importlib.util.spec_from_file_location("tune_cli", TUNE)
+    tune = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tune)
+    seen = []
+    original = runner.run_evaluation
+
+    def recording(cfg, specs, seeds, *a, **k):
+        seen.append(list(seeds))
+        return original(cfg, specs, seeds, *a, **k)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(runner, "run_evaluation", recording)
+    try:
+        rc = tune.main(["--config", str(recipe), "--candidate", "lr:train.lr=1e-3", "--seeds", "2",
+                        "--runs", str(tmp / "tuning"), "--recipe-runs", str(tmp / "reproduce"),
+                        "--out", str(tmp / "out"), "--workers", "1", "--device", "cpu", "--threads", "1"])
+    finally:
+        mp.undo()
+    assert rc == 0
+    return tmp, seen
+
+
+def test_tune_trains_the_recipe_and_the_candidate_where_reproduce_and_tuning_keep_them(tuned):
+    import yaml
+
+    tmp, _ = tuned
+    for seed in (0, 1):
+        recipe = yaml.safe_load((tmp / "reproduce" / "tiny-3" / f"s{seed}" / "config.yaml").read_text())
+        cand = yaml.safe_load((tmp / "tuning" / "tiny-3" / "lr" / f"s{seed}" / "config.yaml").read_text())
+        assert recipe["train"]["seed"] == cand["train"]["seed"] == seed
+        assert cand["train"]["lr"] == pytest.approx(1e-3) and recipe["train"]["lr"] != cand["train"]["lr"]
+
+
+def test_tune_scores_on_the_validation_workloads_only(tuned):
+    tmp, seen = tuned
+    validation = [10_000, 10_001]  # eval_seed 10000, eval_episodes 2 (the tiny recipe)
+    assert seen == [validation]  # one scoring pass: baselines and every best.pt on the same workloads
+    assert not set(report_seeds()) & {s for call in seen for s in call}
+    doc = json.loads((tmp / "out" / "tiny-3.json").read_text())
+    assert doc["validation_seeds"] == validation
+
+
+def test_tune_writes_one_row_per_candidate_and_seed_paired_with_the_recipe(tuned):
+    tmp, _ = tuned
+    out = tmp / "out"
+    rows = list(csv.DictReader((out / "tiny-3.csv").open()))
+    assert [(r["candidate"], r["seed"]) for r in rows] == [("recipe", "0"), ("recipe", "1"), ("lr", "0"), ("lr", "1")]
+    by = {(r["candidate"], r["seed"]): r for r in rows}
+    for seed in ("0", "1"):
+        for c in ("recipe", "lr"):
+            r = by[c, seed]
+            # trained by this code, the run's logged best is its best.pt's score now
+            assert float(r["validation_best"]) == pytest.approx(float(r["logged_best"]), rel=1e-4)
+            assert int(r["env_steps"]) == 128
+        assert float(by["lr", seed]["diff_vs_recipe"]) == pytest.approx(
+            float(by["lr", seed]["validation_best"]) - float(by["recipe", seed]["validation_best"]), abs=2e-4)
+        assert by["recipe", seed]["diff_vs_recipe"] == ""
+    doc = json.loads((out / "tiny-3.json").read_text())
+    summary = {s["candidate"]: s for s in doc["summaries"]}
+    assert summary["lr"]["overrides"] == ["train.lr=1e-3"]
+    assert summary["lr"]["mean"] == pytest.approx(sum(float(by["lr", s]["validation_best"]) for s in "01") / 2, abs=1e-3)
+    assert set(doc["baselines"]) == {"optimus", "optimus:preemptive=false"}
+    assert all(v is not None and math.isfinite(v) for v in doc["baselines"].values())
+    md = (out / "tiny-3.md").read_text()
+    assert md.splitlines()[4].strip() == ("python benchmarks/tune.py --config " + str(tmp / "tiny-3.yaml")
+                                          + " --candidate lr:train.lr=1e-3 --seeds 2")
+    assert "| lr | `train.lr=1e-3` | 2 |" in md and "The held-out workloads are not run here." in md
+    assert (out / "tiny-3.png").stat().st_size > 1000
+
+
+def _tune(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TUNE), *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("candidates, message", [
+    (["v:train.eval_seed=5"], "--candidate v changes train.eval_seed"),
+    (["v:train.eval_episodes=4"], "--candidate v changes train.eval_episodes"),
+    (["v:train.nope=1"], "--candidate v: "),
+    (["v:train.lr=1e-3", "v:train.lr=1e-4"], "--candidate 'v' is given twice"),
+    ([], "give at least one --candidate"),
+])
+def test_tune_refuses_bad_candidates_before_anything_trains(tmp_path, candidates, message):
+    args = ["--config", "synthetic-3", "--runs", str(tmp_path / "t"), "--recipe-runs", str(tmp_path / "r"),
+            "--out", str(tmp_path / "o")]
+    for c in candidates:
+        args += ["--candidate", c]
+    proc = _tune(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not any((tmp_path / d).exists() for d in ("t", "r", "o"))
