@@ -14,16 +14,15 @@ t-interval), the env steps its seeds needed to beat optimus on validation, its w
 
 from __future__ import annotations
 
-import csv
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .runner import EvaluationRun
-from .summary import paired_from_means, per_seed_means
+from .summary import paired_from_means, per_seed_means, write_rows_csv
 
 #: the reference variant: the recipe itself
 RECIPE = "recipe"
@@ -154,14 +153,7 @@ def _fmt(v: float | None, digits: int = 2) -> str:
 
 
 def write_csv(path: Path, rows: Sequence[VariantRow]) -> Path:
-    names = [f.name for f in VariantRow.__dataclass_fields__.values()]
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(names)
-        for r in rows:
-            d = asdict(r)
-            w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k]) for k in names])
-    return path
+    return write_rows_csv(path, rows, [f.name for f in fields(VariantRow)])
 
 
 def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSummary],

@@ -19,7 +19,6 @@ oracle baseline (lowest held-out mean, :func:`~agents.evaluation.summary.target_
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -39,6 +38,7 @@ from .summary import (
     scheduler_stats,
     target_check,
     write_json,
+    write_rows_csv,
 )
 
 #: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (issue target)
@@ -299,15 +299,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def write_csv(path: Path, rows: Sequence[SeedRow]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(CSV_FIELDS)
-        for row in rows:
-            d = asdict(row)
-            writer.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k])
-                             for k in CSV_FIELDS])
-    return path
+    return write_rows_csv(path, rows, CSV_FIELDS)
 
 
 def scenario_markdown(results: RecipeResults) -> str:

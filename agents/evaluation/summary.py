@@ -227,6 +227,21 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+def write_rows_csv(path: Path, rows: Sequence[Any], fields: Sequence[str]) -> Path:
+    """One CSV row per dataclass in ``rows``, the columns ``fields`` in order: None as an empty cell,
+    floats rounded to 4 decimals. The parent directory is created."""
+    from dataclasses import asdict
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for row in rows:
+            d = asdict(row)
+            w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k]) for k in fields])
+    return path
+
+
 def write_json(path: Path, doc: Any) -> Path:
     path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
     return path

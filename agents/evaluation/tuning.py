@@ -18,7 +18,6 @@ workloads (:func:`~agents.evaluation.results.report_seeds`) are never run here.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -29,7 +28,7 @@ import numpy as np
 
 from envs.config import ConfigError
 
-from .summary import mean_halfwidth, t_interval
+from .summary import mean_halfwidth, t_interval, write_rows_csv
 
 #: the reference: the scenario's recipe, unchanged
 RECIPE = "recipe"
@@ -196,14 +195,7 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
 
 def write_csv(path: Path, rows: Sequence[TuningRow]) -> Path:
     """One row per (candidate, seed), :data:`CSV_FIELDS`."""
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        for r in rows:
-            d = asdict(r)
-            w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k])
-                        for k in CSV_FIELDS])
-    return path
+    return write_rows_csv(path, rows, CSV_FIELDS)
 
 
 def document(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
