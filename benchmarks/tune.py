@@ -41,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default="runs/tuning", help="parent of the candidates' run directories (default runs/tuning)")
     p.add_argument("--recipe-runs", default="runs/reproduce",
                    help="parent of the recipe's run directories, shared with reproduce.py (default runs/reproduce)")
-    p.add_argument("--out", default="docs/results/tuning", help="results directory (default docs/results/tuning)")
+    from agents.evaluation.tuning import TUNING_DIR
+
+    out = f"docs/results/{TUNING_DIR}"
+    p.add_argument("--out", default=out, help=f"results directory (default {out})")
     p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
     return p

@@ -168,3 +168,15 @@ def test_tune_refuses_bad_candidates_before_anything_trains(tmp_path, candidates
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not any((tmp_path / d).exists() for d in ("t", "r", "o"))
+
+
+def test_a_results_page_links_the_scenarios_tuning_page_when_there_is_one(tmp_path):
+    from agents.evaluation.results import read_results, write_scenario_results
+
+    results = read_results(ROOT / "docs" / "results" / "multi-3.json")
+    write_scenario_results(tmp_path, results)
+    assert "tuning/" not in (tmp_path / "multi-3.md").read_text()
+    (tmp_path / "tuning").mkdir()
+    (tmp_path / "tuning" / "multi-3.md").write_text("# a tuning page\n")
+    write_scenario_results(tmp_path, results)
+    assert "[tuning/multi-3.md](tuning/multi-3.md)" in (tmp_path / "multi-3.md").read_text()

@@ -40,6 +40,7 @@ from .summary import (
     write_json,
     write_rows_csv,
 )
+from .tuning import TUNING_DIR
 
 #: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (issue target)
 SEED_SPREAD_TARGET = 0.05
@@ -302,8 +303,9 @@ def write_csv(path: Path, rows: Sequence[SeedRow]) -> Path:
     return write_rows_csv(path, rows, CSV_FIELDS)
 
 
-def scenario_markdown(results: RecipeResults) -> str:
-    """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines, the verdicts."""
+def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) -> str:
+    """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines, the verdicts,
+    and a link to ``tuning_page`` (the recipe's changes measured on validation) when there is one."""
     r = results
     seeds = r.heldout_seeds
     lines = [
@@ -349,8 +351,10 @@ def scenario_markdown(results: RecipeResults) -> str:
         half = None if ci[0] is None else (ci[1] - ci[0]) / 2
         lines.append(f"| {name}{tag} | {_fmt(b['mean_jct'])} ± {_fmt(half)} |")
     vb = ", ".join(f"{k} {_fmt(v, 3)}" for k, v in r.validation_baselines.items())
-    lines += ["", f"Validation curves: [{r.scenario}.png]({r.scenario}.png) (baselines on the validation workloads: {vb}).",
-              ""]
+    lines += ["", f"Validation curves: [{r.scenario}.png]({r.scenario}.png) (baselines on the validation workloads: {vb})."]
+    if tuning_page:
+        lines += ["", f"Changes to this recipe, measured on the validation workloads across seeds: [{tuning_page}]({tuning_page})."]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -362,7 +366,8 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
     doc = asdict(results)
     paths.append(write_json(base.with_suffix(".json"), json_safe(doc)))
     md = base.with_suffix(".md")
-    md.write_text(scenario_markdown(results))
+    tuning = out / TUNING_DIR / f"{results.scenario}.md"
+    md.write_text(scenario_markdown(results, f"{TUNING_DIR}/{tuning.name}" if tuning.is_file() else None))
     paths.append(md)
     return paths
 

@@ -30,6 +30,8 @@ from envs.config import ConfigError
 
 from .summary import mean_halfwidth, t_interval, write_rows_csv
 
+#: the pages' directory, inside the results directory of ``benchmarks/reproduce.py`` (whose pages link to them)
+TUNING_DIR = "tuning"
 #: the reference: the scenario's recipe, unchanged
 RECIPE = "recipe"
 #: a candidate's name: one plain path component
