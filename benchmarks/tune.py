@@ -65,14 +65,14 @@ def command_text(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agents.evaluation.ablations import plot_variants
+    from agents.evaluation.ablations import plot_variants, policy_name
     from agents.evaluation.curves import per_seed_mean, read_curve
     from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, steps_to_beat
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers, resolve_schedulers, run_evaluation
     from agents.evaluation.seed_runs import SeedRun, train_runs
     from agents.evaluation.summary import write_json
     from agents.evaluation.tuning import (
-        RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, policy_name, run_dir, summarise,
+        RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise,
         write_csv,
     )
     from agents.training import prepare_run

@@ -28,12 +28,11 @@ import numpy as np
 
 from envs.config import ConfigError
 
+from .ablations import RECIPE  # the recipe's name, as in the ablations
 from .summary import mean_halfwidth, t_interval, write_rows_csv
 
 #: the pages' directory, inside the results directory of ``benchmarks/reproduce.py`` (whose pages link to them)
 TUNING_DIR = "tuning"
-#: the reference: the scenario's recipe, unchanged
-RECIPE = "recipe"
 #: a candidate's name: one plain path component
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: train keys that fix the validation workloads: a candidate may not change them
@@ -76,11 +75,6 @@ def run_dir(runs: Path, recipe_runs: Path, scenario: str, candidate: str, seed: 
     if candidate == RECIPE:
         return recipe_runs / scenario / f"s{seed}"
     return runs / scenario / candidate / f"s{seed}"
-
-
-def policy_name(candidate: str, seed: int) -> str:
-    """A candidate seed's scheduler name in the validation scoring (``ent01-s1``)."""
-    return f"{candidate}-s{seed}"
 
 
 @dataclass
