@@ -31,17 +31,15 @@ if str(ROOT) not in sys.path:
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import REPORT_SEEDS
+    from agents.evaluation.seed_runs import add_machine_arguments
 
     p = argparse.ArgumentParser(prog="ablations.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", required=True, help="comma-separated scenario names or YAML paths")
     p.add_argument("--variants", default="all", help="comma-separated variants (default all; the recipe always runs)")
     p.add_argument("--seeds", type=int, default=3, help="training seeds per variant (default 3)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
-    p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads per training run")
+    add_machine_arguments(p)
     p.add_argument("--runs", default="runs/reproduce", help="parent of the run directories (default runs/reproduce)")
     p.add_argument("--out", default="docs/results", help="results directory (default docs/results)")
-    p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
     p.add_argument("--heldout", type=int, default=REPORT_SEEDS, help=f"held-out workloads (default {REPORT_SEEDS})")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
     return p
@@ -112,15 +110,15 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
     from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, report_seeds, steps_to_beat
     from agents.evaluation.runner import default_workers
-    from agents.evaluation.seed_runs import SeedRun, train_runs
+    from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import scheduler_stats, write_json
     from agents.training import prepare_run
     from agents.training.checkpoints import RESULT_FILE
     from envs.config import ConfigError
 
-    for name, low in (("seeds", 1), ("parallel", 1)):
-        if getattr(args, name) < low:
-            raise ConfigError(f"--{name} must be >= {low}, got {getattr(args, name)}")
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    device = machine_device(args)
     try:
         heldout = report_seeds(args.heldout)
     except ValueError as exc:
@@ -134,11 +132,6 @@ def run(args: argparse.Namespace) -> int:
         specs[scenario] = prepare_run(scenario)
         for v in variants:  # every variant's overrides are valid for the scenario: checked before training
             prepare_run(scenario, list(ABLATIONS[v].overrides))
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     seeds = list(range(args.seeds))
     runs = Path(args.runs)
     jobs = [SeedRun(f"{name} {v} s{s}", scenario, s, run_dir(runs, name, v, s), ABLATIONS[v].overrides)

@@ -40,18 +40,15 @@ SCENARIO_ORDER = ("synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import REPORT_SEEDS
+    from agents.evaluation.seed_runs import add_machine_arguments
 
     p = argparse.ArgumentParser(prog="reproduce.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="scenario name (configs/<name>.yaml) or YAML path: its recipe is trained")
     p.add_argument("--seeds", type=int, default=3, help="training seeds (default 3)")
     p.add_argument("--first-seed", type=int, default=0, help="first training seed (default 0)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
-    p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads per training run (default: the CPUs shared out between the --parallel runs)")
+    add_machine_arguments(p)
     p.add_argument("--runs", default="runs/reproduce", help="parent of the run directories (default runs/reproduce)")
     p.add_argument("--out", default="docs/results", help="results directory (default docs/results)")
-    p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
     p.add_argument("--heldout", type=int, default=REPORT_SEEDS,
                    help=f"held-out workloads, the first K of the fixed range (default all {REPORT_SEEDS})")
     p.add_argument("--ship", metavar="DIR", help="copy seed 0's best.pt to DIR/<scenario>.pt")
@@ -106,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         write_scenario_results,
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
-    from agents.evaluation.seed_runs import SeedRun, train_runs
+    from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.training import prepare_run
     from agents.training.checkpoints import BEST, RESULT_FILE
     from envs.config import ConfigError
@@ -118,24 +115,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.config:
         raise ConfigError("--config is required (a scenario name, e.g. synthetic-3)")
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
-    for name, low in (("seeds", 1), ("first_seed", 0), ("parallel", 1)):
+    for name, low in (("seeds", 1), ("first_seed", 0)):
         if getattr(args, name) < low:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    device = machine_device(args)
     try:
         heldout = report_seeds(args.heldout)
     except ValueError as exc:
         raise ConfigError(f"--heldout: {exc}") from None
     spec = prepare_run(args.config)  # the recipe, resolved (bad YAML: ConfigError before anything runs)
     scenario = spec.scenario.name
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs = {s: Path(args.runs) / scenario / f"s{s}" for s in seeds}
     failed = train_runs([SeedRun(f"seed {s}", args.config, s, d) for s, d in runs.items()], device, args.parallel,

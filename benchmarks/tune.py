@@ -29,23 +29,21 @@ if str(ROOT) not in sys.path:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agents.evaluation.seed_runs import add_machine_arguments
+    from agents.evaluation.tuning import TUNING_DIR
+
     p = argparse.ArgumentParser(prog="tune.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="scenario name (configs/<name>.yaml) or YAML path: the recipe")
     p.add_argument("--candidate", action="append", default=[], metavar="NAME:key=value[,key=value...]",
                    help="a change to the recipe (repeat for several)")
     p.add_argument("--seeds", type=int, default=3, help="training seeds per candidate (default 3)")
     p.add_argument("--first-seed", type=int, default=0, help="first training seed (default 0)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
-    p.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads per training run")
+    add_machine_arguments(p)
     p.add_argument("--runs", default="runs/tuning", help="parent of the candidates' run directories (default runs/tuning)")
     p.add_argument("--recipe-runs", default="runs/reproduce",
                    help="parent of the recipe's run directories, shared with reproduce.py (default runs/reproduce)")
-    from agents.evaluation.tuning import TUNING_DIR
-
     out = f"docs/results/{TUNING_DIR}"
     p.add_argument("--out", default=out, help=f"results directory (default {out})")
-    p.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
     return p
 
@@ -66,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agents.evaluation.ablations import plot_variants, policy_name
-    from agents.evaluation.curves import per_seed_mean, read_curve
+    from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
     from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, steps_to_beat
-    from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers, resolve_schedulers, run_evaluation
-    from agents.evaluation.seed_runs import SeedRun, train_runs
+    from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
+    from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import write_json
     from agents.evaluation.tuning import (
         RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise,
@@ -77,15 +75,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from agents.training import prepare_run
     from agents.training.checkpoints import BEST, RESULT_FILE
-    from agents.training.envs import evaluation_scenario
     from envs.config import ConfigError
 
-    for name, low in (("seeds", 1), ("first_seed", 0), ("parallel", 1)):
+    for name, low in (("seeds", 1), ("first_seed", 0)):
         if getattr(args, name) < low:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
-    for name in ("threads", "workers"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise ConfigError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    device = machine_device(args)
     if not args.candidate:
         raise ConfigError("give at least one --candidate NAME:key=value[,key=value...]")
     candidates = [parse_candidate(c) for c in args.candidate]
@@ -108,11 +103,6 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--candidate {c.name} renames the scenario ({cspec.scenario.name!r}); "
                               "candidates change the recipe, not the scenario's name")
     scenario = spec.scenario.name
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs, recipe_runs = Path(args.runs), Path(args.recipe_runs)
     everyone = [(RECIPE, ()), *((c.name, c.overrides) for c in candidates)]
@@ -125,19 +115,18 @@ def run(args: argparse.Namespace) -> int:
     if args.train_only:
         return 0
 
-    cfg = evaluation_scenario(spec.scenario, spec.train)
-    vseeds = [spec.train.eval_seed + j for j in range(spec.train.eval_episodes)]
-    specs = list(resolve_schedulers(VALIDATION_BASELINES, (), cfg))
+    validation = read_validation(dirs[RECIPE, seeds[0]])  # the recipe's workloads (every candidate shares them)
+    cfg, vseeds = validation.scenario, validation.seeds
+    specs = baseline_specs(VALIDATION_BASELINES, validation)
     baseline_names = [s.name for s in specs]
     for (n, s), d in dirs.items():
         info = check_checkpoint(d / BEST, cfg)
         specs.append(SchedulerSpec(name=policy_name(n, s), checkpoint=str(d / BEST), variant=info["variant"],
                                    trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
-    workers = args.workers or default_workers()
     print(f"scoring {len(dirs)} best.pt and {len(baseline_names)} baselines on {len(vseeds)} validation workloads "
           f"{vseeds[0]}..{vseeds[-1]}", flush=True)
-    scored = run_evaluation(cfg, specs, vseeds, workers=workers, progress=False)
-    means = {name: per_seed_mean([r.mean_jct for r in results]) for name, results in scored.results.items()}
+    # one pass: each scheduler's mean over the validation seeds of its per-seed mean JCT (the trainer's metric)
+    means, _ = baseline_means(validation, specs, workers=args.workers or default_workers())
     baselines = {b: means[b] for b in baseline_names}
     rival = baselines.get(VALIDATION_RIVAL)
     rows, curves = [], {}
@@ -160,10 +149,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
-    page = markdown(command, scenario, vseeds, spec.train.eval_scenario, baselines, summaries, rows)
+    page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, summaries, rows)
     (out / f"{scenario}.md").write_text(page)
     write_csv(out / f"{scenario}.csv", rows)
-    write_json(out / f"{scenario}.json", document(command, scenario, vseeds, spec.train.eval_scenario, baselines,
+    write_json(out / f"{scenario}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,
                                                   summaries, rows))
     plot_variants(out / f"{scenario}.png", scenario, curves, baselines, title="Recipe tuning")
     for suffix in ("md", "csv", "json", "png"):

@@ -263,3 +263,17 @@ def test_reproduce_bad_input_exits_2(argv, message, tmp_path):
     proc = _reproduce(*argv, "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["parallel", "threads", "workers"])
+def test_the_machine_options_below_one_are_one_line_errors(name):
+    """reproduce.py, ablations.py and tune.py share these options and their check."""
+    from argparse import Namespace
+
+    from agents.evaluation.seed_runs import machine_device
+
+    args = Namespace(device="cpu", parallel=1, threads=None, workers=None)
+    assert machine_device(args) == "cpu"
+    setattr(args, name, 0)
+    with pytest.raises(ConfigError, match=f"--{name} must be >= 1, got 0"):
+        machine_device(args)

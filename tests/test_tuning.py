@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
 
@@ -60,7 +61,7 @@ def test_the_summary_pairs_each_seed_with_the_recipes_same_seed():
     by = {s.candidate: s for s in summarise(rows, [Candidate("c", ("train.lr=1",))])}
     assert by[RECIPE].mean == pytest.approx(13.2 / 3) and by[RECIPE].diff_mean is None
     assert by["c"].mean == pytest.approx(12.2 / 3)
-    assert by["c"].sd == pytest.approx(float(__import__("numpy").std([3.9, 4.3, 4.0], ddof=1)))
+    assert by["c"].sd == pytest.approx(float(np.std([3.9, 4.3, 4.0], ddof=1)))
     assert by["c"].diff_mean == pytest.approx(-1.0 / 3)
     assert by["c"].seeds_better == 2  # seeds 0 and 2 improve, seed 1 does not
     lo, hi = by["c"].diff_ci95
@@ -156,6 +157,7 @@ def _tune(*argv: str) -> subprocess.CompletedProcess:
     (["v:train.eval_seed=5"], "--candidate v changes train.eval_seed"),
     (["v:train.eval_episodes=4"], "--candidate v changes train.eval_episodes"),
     (["v:train.nope=1"], "--candidate v: "),
+    (["v:name=other"], "--candidate v renames the scenario"),
     (["v:train.lr=1e-3", "v:train.lr=1e-4"], "--candidate 'v' is given twice"),
     ([], "give at least one --candidate"),
 ])

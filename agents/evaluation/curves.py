@@ -202,7 +202,8 @@ def baseline_specs(selection: str, validation: Validation) -> list[SchedulerSpec
 def baseline_means(
     validation: Validation, specs: Sequence[SchedulerSpec], workers: int = 1, progress: bool = False
 ) -> tuple[dict[str, float | None], float]:
-    """Mean over the validation seeds of each baseline's per-seed mean JCT, and of the bound's."""
+    """Mean over the validation seeds of each scheduler's per-seed mean JCT (baselines; policies too,
+    given as checkpoint specs), and of the bound's."""
     from .runner import run_evaluation
 
     run = run_evaluation(validation.scenario, specs, validation.seeds, workers=workers, progress=progress)

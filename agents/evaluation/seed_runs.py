@@ -1,6 +1,7 @@
 """Training runs of a recipe's seeds as ``train.py`` processes, several side by side.
 
-``benchmarks/reproduce.py`` and ``benchmarks/ablations.py`` train through :func:`train_runs`:
+``benchmarks/reproduce.py``, ``benchmarks/ablations.py`` and ``benchmarks/tune.py`` train through
+:func:`train_runs` and share their machine options (:func:`add_machine_arguments`, :func:`machine_device`):
 each :class:`SeedRun` is ``python train.py --config X --seed s`` (plus a variant's overrides)
 into its own run directory, with its output in ``<run_dir>.log`` beside it. A run whose
 ``result.json`` says it finished is not trained again; one that stopped resumes from its
@@ -48,6 +49,32 @@ class SeedRun:
     def log(self) -> Path:
         """Where the trainer's output goes: ``<run_dir>.log``, beside the run directory."""
         return self.run_dir.with_name(self.run_dir.name + ".log")
+
+
+def add_machine_arguments(parser: Any) -> None:
+    """The command-line options of where the runs train and how they are evaluated: ``--device``,
+    ``--parallel``, ``--threads`` and ``--workers`` (checked and resolved by :func:`machine_device`)."""
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="the trainers' device")
+    parser.add_argument("--parallel", type=int, default=1, help="training runs side by side (default 1)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads per training run (default: the CPUs shared out between the --parallel runs)")
+    parser.add_argument("--workers", type=int, default=None, help="evaluation processes (default min(2, CPUs))")
+
+
+def machine_device(args: Any) -> str:
+    """The trainers' device (``auto``: ``cuda`` where there is one), after checking ``--parallel``,
+    ``--threads`` and ``--workers`` (:class:`ConfigError`, one line, for a value below 1)."""
+    from envs.config import ConfigError
+
+    for name in ("parallel", "threads", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be >= 1, got {value}")
+    if args.device != "auto":
+        return args.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def machine_settings(device: str, parallel: int, threads: int | None = None) -> list[str]:

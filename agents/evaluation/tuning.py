@@ -29,7 +29,7 @@ import numpy as np
 from envs.config import ConfigError
 
 from .ablations import RECIPE  # the recipe's name, as in the ablations
-from .summary import mean_halfwidth, t_interval, write_rows_csv
+from .summary import t_interval, write_rows_csv
 
 #: the pages' directory, inside the results directory of ``benchmarks/reproduce.py`` (whose pages link to them)
 TUNING_DIR = "tuning"
@@ -110,25 +110,20 @@ class TuningSummary:
     wall_s: float | None = None
 
 
-def _finite(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
-
-
 def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate]) -> list[TuningSummary]:
     """One :class:`TuningSummary` per candidate (the recipe first), from its rows."""
     out = []
     for c in [Candidate(RECIPE), *candidates]:
         mine = [r for r in rows if r.candidate == c.name]
-        values = np.array([np.nan if r.validation_best is None else r.validation_best for r in mine], dtype=np.float64)
-        finite = values[np.isfinite(values)]
+        values = [r.validation_best for r in mine if r.validation_best is not None]
         diffs = [r.diff_vs_recipe for r in mine if r.diff_vs_recipe is not None]
         walls = [r.wall_s for r in mine if math.isfinite(r.wall_s)]
         lo, hi = t_interval(diffs)
         out.append(TuningSummary(
             candidate=c.name, overrides=list(c.overrides), seeds=len(mine),
-            mean=_finite(float(finite.mean())) if finite.size else None,
-            sd=_finite(float(finite.std(ddof=1))) if finite.size > 1 else None,
-            diff_mean=_finite(mean_halfwidth(diffs)[0]) if diffs else None, diff_ci95=[lo, hi],
+            mean=float(np.mean(values)) if values else None,
+            sd=float(np.std(values, ddof=1)) if len(values) > 1 else None,
+            diff_mean=float(np.mean(diffs)) if diffs else None, diff_ci95=[lo, hi],
             seeds_better=sum(d < 0 for d in diffs),
             steps_to_beat_optimus=[r.steps_to_beat_optimus for r in mine],
             wall_s=float(np.mean(walls)) if walls else None))
