@@ -199,6 +199,26 @@ def test_the_page_says_whether_a_seed_trained_within_the_cpu_budget(reproduced):
     assert not [what for what, _, _ in verdicts(on_gpu) if "wall time" in what]  # the budget is the CPU's
 
 
+def test_the_index_counts_each_scenarios_targets_and_lists_scenarios_not_run(reproduced, tmp_path):
+    import shutil
+
+    from agents.evaluation.results import read_results, verdicts, write_index
+
+    tmp, _, _ = reproduced
+    out = tmp_path / "results"
+    out.mkdir()
+    shutil.copy(tmp / "results" / "tiny-3.json", out / "tiny-3.json")
+    lines = write_index(out, "the command", ["absent-6", "tiny-3"]).read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| scenario |"))
+    rows = [line for line in lines if line.startswith("| [tiny-3]") or line.startswith("| absent-6 |")]
+    assert [r.split(" |")[0] for r in rows] == ["| [tiny-3](tiny-3.md)", "| absent-6"]  # results first
+    assert all(r.count("|") == header.count("|") for r in rows)  # every row has every column
+    checks = verdicts(read_results(out / "tiny-3.json"))
+    met = sum(m is True for _, m, _ in checks)
+    assert header.endswith("| targets met |") and rows[0].endswith(f"| {met} of {len(checks)} |")
+    assert "not run yet: `python benchmarks/reproduce.py --config absent-6 --seeds 1`" in rows[1]
+
+
 def test_the_checkpoint_index_names_a_file_that_is_no_seed_of_its_recipe(reproduced, tmp_path):
     from agents.evaluation.results import checkpoint_index
 

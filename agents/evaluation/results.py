@@ -9,7 +9,8 @@ choose ``best.pt``) and writes, under the results directory (``docs/results/``):
 * ``<scenario>.json`` -- the same rows plus the baselines, the verdicts and the command;
 * ``<scenario>.md`` -- the table, the mean ± sd over seeds and the verdicts;
 * ``<scenario>.png`` -- every seed's validation curve with the baselines' lines;
-* ``README.md`` -- one row per scenario that has a ``<scenario>.json`` (:func:`write_index`).
+* ``README.md`` -- one row per scenario that has a ``<scenario>.json``, and one per listed scenario
+  that has none yet (:func:`write_index`).
 
 Comparisons are paired by workload seed (every scheduler runs the same workloads): per training
 seed, the paired difference of per-workload mean JCTs against the best non-oracle and the best
@@ -381,8 +382,9 @@ def read_results(path: Path) -> RecipeResults:
     return RecipeResults(**doc)
 
 
-def index_markdown(entries: Sequence[RecipeResults], command: str) -> str:
-    """``README.md`` of the results directory: one row per scenario."""
+def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequence[str] = ()) -> str:
+    """``README.md`` of the results directory: one row per scenario with results, then one per
+    scenario of ``not_run`` (no results yet) with the command that makes them."""
     lines = [
         "# Results: the paper's method, trained from each scenario's recipe",
         "",
@@ -394,8 +396,8 @@ def index_markdown(entries: Sequence[RecipeResults], command: str) -> str:
         "Paired Δ: the per-workload mean over training seeds minus the baseline, mean and 95% t-interval.",
         "",
         "| scenario | seeds | tapfinger mean ± sd | best non-oracle | paired Δ | seeds below zero | best oracle | paired Δ "
-        "| × bound | wall time per seed | device |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| × bound | wall time per seed | device | targets met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in entries:
         o = r.over_seeds
@@ -412,7 +414,11 @@ def index_markdown(entries: Sequence[RecipeResults], command: str) -> str:
             f"| {o.get('best_non_oracle')} {_fmt(on_jct)} | {_interval_text(on['mean_diff'], *on['ci95'])} "
             f"| {wins}/{len(r.rows)} | {o.get('best_oracle')} {_fmt(oo_jct)} "
             f"| {_interval_text(oo['mean_diff'], *oo['ci95'])} | {_fmt(o.get('bound_ratio'), 3)} "
-            f"| {_duration(float(np.mean(walls)) if walls else None)} | {', '.join(devices)} |")
+            f"| {_duration(float(np.mean(walls)) if walls else None)} | {', '.join(devices)} "
+            f"| {sum(met is True for _, met, _ in verdicts(r))} of {len(verdicts(r))} |")
+    for name in not_run:
+        lines.append(f"| {name} | 0 | not run yet: `python benchmarks/reproduce.py --config {name} --seeds 1` "
+                     "| | | | | | | | | |")
     lines.append("")
     return "\n".join(lines)
 
@@ -425,9 +431,12 @@ def read_all(out: Path, order: Sequence[str] = ()) -> list[RecipeResults]:
 
 
 def write_index(out: Path, command: str, order: Sequence[str] = ()) -> Path:
-    """``README.md`` over every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first)."""
+    """``README.md`` over every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first); a
+    scenario of ``order`` without results gets a row that says so."""
     path = out / "README.md"
-    path.write_text(index_markdown(read_all(out, order), command))
+    entries = read_all(out, order)
+    done = {r.scenario for r in entries}
+    path.write_text(index_markdown(entries, command, [n for n in order if n not in done]))
     return path
 
 
