@@ -409,13 +409,14 @@ def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequ
         wins = sum(row.beats_non_oracle for row in r.rows)
         walls = [row.wall_s for row in r.rows if row.wall_s is not None and math.isfinite(row.wall_s)]
         devices = sorted({row.device for row in r.rows})
+        checks = verdicts(r)
         lines.append(
             f"| [{r.scenario}]({r.scenario}.md) | {len(r.rows)} | {_fmt(o.get('mean_jct'))}{sd} "
             f"| {o.get('best_non_oracle')} {_fmt(on_jct)} | {_interval_text(on['mean_diff'], *on['ci95'])} "
             f"| {wins}/{len(r.rows)} | {o.get('best_oracle')} {_fmt(oo_jct)} "
             f"| {_interval_text(oo['mean_diff'], *oo['ci95'])} | {_fmt(o.get('bound_ratio'), 3)} "
             f"| {_duration(float(np.mean(walls)) if walls else None)} | {', '.join(devices)} "
-            f"| {sum(met is True for _, met, _ in verdicts(r))} of {len(verdicts(r))} |")
+            f"| {sum(met is True for _, met, _ in checks)} of {len(checks)} |")
     for name in not_run:
         lines.append(f"| {name} | 0 | not run yet: `python benchmarks/reproduce.py --config {name} --seeds 1` "
                      "| | | | | | | | | |")
