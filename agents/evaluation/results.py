@@ -382,6 +382,11 @@ def read_results(path: Path) -> RecipeResults:
     return RecipeResults(**doc)
 
 
+#: the columns of the results index, one row per scenario
+INDEX_COLUMNS = ("scenario", "seeds", "tapfinger mean ± sd", "best non-oracle", "paired Δ", "seeds below zero",
+                 "best oracle", "paired Δ", "× bound", "wall time per seed", "device", "targets met")
+
+
 def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequence[str] = ()) -> str:
     """``README.md`` of the results directory: one row per scenario with results, then one per
     scenario of ``not_run`` (no results yet) with the command that makes them."""
@@ -395,9 +400,8 @@ def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequ
         "). Held-out workloads only report; each seed's `best.pt` was chosen on validation workloads. "
         "Paired Δ: the per-workload mean over training seeds minus the baseline, mean and 95% t-interval.",
         "",
-        "| scenario | seeds | tapfinger mean ± sd | best non-oracle | paired Δ | seeds below zero | best oracle | paired Δ "
-        "| × bound | wall time per seed | device | targets met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| " + " | ".join(INDEX_COLUMNS) + " |",
+        "|" + "---|" * len(INDEX_COLUMNS),
     ]
     for r in entries:
         o = r.over_seeds
@@ -418,8 +422,8 @@ def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequ
             f"| {_duration(float(np.mean(walls)) if walls else None)} | {', '.join(devices)} "
             f"| {sum(met is True for _, met, _ in checks)} of {len(checks)} |")
     for name in not_run:
-        lines.append(f"| {name} | 0 | not run yet: `python benchmarks/reproduce.py --config {name} --seeds 1` "
-                     "| | | | | | | | | |")
+        note = f"not run yet: `python benchmarks/reproduce.py --config {name} --seeds 1`"
+        lines.append(f"| {name} | 0 | {note} |" + " |" * (len(INDEX_COLUMNS) - 3))  # the other cells empty
     lines.append("")
     return "\n".join(lines)
 
