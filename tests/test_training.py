@@ -7,6 +7,7 @@ within its CI budget.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -130,6 +131,34 @@ def test_resume_continues_counters_and_tensorboard(smoke_run, tmp_path):
     steps = [s for s, _ in sc["training/collect_speed"]]
     assert steps == [40, 80, 120]
     assert [s for s, _ in sc["update/policy_loss"]] == [1, 2, 3]
+    assert before["devices"] == ["cpu"] and after["devices"] == ["cpu"] and result.device == "cpu"
+
+
+@pytest.mark.parametrize("recorded", ["counters", "config.yaml"])
+def test_a_run_resumed_on_another_device_names_both(smoke_run, tmp_path, recorded):
+    """As if the run's first part had trained on a GPU: said by the checkpoint's counters, or, in a
+    checkpoint saved before they listed devices, by the run directory's config.yaml."""
+    import shutil
+
+    import yaml
+
+    spec, _ = smoke_run
+    run_dir = tmp_path / "moved"
+    shutil.copytree(spec.run_dir, run_dir)
+    ckpt = load_checkpoint(run_dir / LAST)
+    if recorded == "counters":
+        ckpt["counters"]["devices"] = ["cuda"]
+    else:
+        del ckpt["counters"]["devices"]
+        doc = yaml.safe_load((run_dir / "config.yaml").read_text())
+        doc["meta"]["device"] = "cuda:0"
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(doc))
+    torch.save(ckpt, run_dir / LAST)
+    spec2 = prepare_run(None, [], flags={"steps": 120}, resume=str(run_dir / LAST))
+    result = run_training(spec2)
+    assert result.device == "cuda+cpu"
+    assert load_checkpoint(run_dir / LAST)["counters"]["devices"] == ["cuda", "cpu"]
+    assert json.loads((run_dir / "result.json").read_text())["device"] == "cuda+cpu"
 
 
 def _interrupt_the_step_starting_at(monkeypatch: pytest.MonkeyPatch, env_step: int) -> None:

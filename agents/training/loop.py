@@ -35,7 +35,7 @@ from .logger import RunLogger
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
-from .session import Session
+from .session import Session, earlier_devices
 from .stats import SchedulingCollectStats
 from .vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
@@ -67,7 +67,7 @@ class TrainResult:
     wall_s: float
     best_env_step: int | None = None  # env step of the evaluation that gave best.pt (0: the untrained model)
     total_wall_s: float | None = None  # wall time over every process of the run (resumes added up)
-    device: str = "cpu"
+    device: str = "cpu"  # device types the run trained on, joined by "+" when a resume moved it ("cuda+cpu")
 
 
 class TrainingInterrupted(Exception):
@@ -115,12 +115,13 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
             init_from_checkpoint(spec, algorithm, net)
 
         # run directory, TensorBoard, the state shared by the trainer callbacks
+        devices_before = earlier_devices(spec)  # before config.yaml is rewritten
         write_config(spec, {"restarts": spec.restarts, "device": str(device)})
         writer = SummaryWriter(log_dir=str(spec.run_dir))
         cleanup.callback(writer.close)
         if warm is not None:
             log_warm_start(writer, warm)
-        session = Session(spec, algorithm, net, writer, started=start)
+        session = Session(spec, algorithm, net, writer, started=start, devices_before=devices_before)
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
@@ -334,7 +335,7 @@ def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) ->
         wall_s=time.perf_counter() - start,
         best_env_step=session.best_env_step,
         total_wall_s=session.wall_s(),
-        device=str(next(session.net.parameters()).device),
+        device="+".join(session.devices),
     )
     write_result(spec, result)
     return result

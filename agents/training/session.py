@@ -26,7 +26,7 @@ from envs.config import ConfigError
 
 from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
 from .monitor import SystemMonitor
-from .rundir import RUN_ID
+from .rundir import CONFIG_FILE, RUN_ID
 from .stats import SchedulingCollectStats, evaluation_score
 
 if TYPE_CHECKING:
@@ -38,12 +38,30 @@ if TYPE_CHECKING:
     from .run_spec import RunSpec
 
 
+def earlier_devices(spec: RunSpec) -> list[str]:
+    """Device types (``cpu``, ``cuda``) the resumed run trained on before this process; empty for
+    a fresh run. A checkpoint saved before ``devices`` was counted names none: its run directory's
+    ``config.yaml`` (read before this process rewrites it) names the device of its last process."""
+    counters = spec.resumed_counters
+    if "devices" in counters:
+        return [str(d) for d in counters["devices"]]
+    if spec.resume is None or spec.fresh_dir:
+        return []
+    import yaml
+
+    try:
+        meta = (yaml.safe_load((spec.run_dir / CONFIG_FILE).read_text()) or {}).get("meta", {})
+        return [torch.device(str(meta["device"])).type]
+    except (OSError, yaml.YAMLError, AttributeError, KeyError, RuntimeError):
+        return []
+
+
 class Session:
     """State shared by the trainer callbacks of one run (:meth:`save_checkpoint_fn`,
     :meth:`training_fn`, :meth:`compute_score_fn`, :meth:`save_best_fn`)."""
 
     def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
-                 started: float | None = None) -> None:
+                 started: float | None = None, devices_before: list[str] | None = None) -> None:
         self.spec = spec
         self.algorithm = algorithm
         self.net = net
@@ -64,6 +82,11 @@ class Session:
         #: wall-clock seconds of the run's earlier processes (resumes add theirs up)
         self.wall_before = float(counters.get("wall_s", 0.0))
         self.started = time.perf_counter() if started is None else started  # this process's start
+        #: device types the run has trained on, in order of first use (a resume on another adds its own)
+        self.devices = earlier_devices(spec) if devices_before is None else list(devices_before)
+        here = next(net.parameters()).device.type
+        if here not in self.devices:
+            self.devices.append(here)
         self._tick: tuple[float, int] | None = None
         self._status_at = time.perf_counter()
         self.last_rate: float | None = None
@@ -99,6 +122,7 @@ class Session:
             "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
             "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
             "wall_s": self.wall_s(),
+            "devices": list(self.devices),
             RUN_ID: self.spec.run_id,
         }
 
