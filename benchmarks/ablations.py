@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         ABLATIONS, markdown, plot_variants, run_dir, summarise, variant_rows, write_csv,
     )
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
-    from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, report_seeds, steps_to_beat
+    from agents.evaluation.results import VALIDATION_BASELINES, report_seeds, steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import scheduler_stats, write_json
@@ -147,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     workers = args.workers or default_workers()
-    rows, summaries, baselines, document = [], [], {}, {"command": command_text(args), "heldout_seeds": heldout}
+    rows, summaries, baselines, rivals = [], [], {}, {}
+    document = {"command": command_text(args), "heldout_seeds": heldout}
     for scenario, spec in specs.items():
         name = spec.scenario.name
         print(f"{name}: evaluating {len(variants)} variant(s) x {len(seeds)} seed(s) on {len(heldout)} workloads",
@@ -159,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         baselines[name] = dict([kv for kv in ranked if kv[0] not in floored][:4] + [kv for kv in ranked if kv[0] in floored])
         validation = read_validation(run_dir(runs, name, variants[0], seeds[0]))
         vmeans, _ = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
+        rival = validation_rival(vmeans)  # the best validation baseline
+        rivals[name] = rival[0] if rival else None
         curves = {}
         for v in variants:
             training, best, beat, points = {}, {}, {}, []
@@ -166,17 +169,18 @@ def run(args: argparse.Namespace) -> int:
                 d = run_dir(runs, name, v, s)
                 training[s] = json.loads((d / RESULT_FILE).read_text())
                 curve = read_curve(d)
-                best[s], beat[s] = curve.best[1], steps_to_beat(curve.points, vmeans.get(VALIDATION_RIVAL))
+                best[s], beat[s] = curve.best[1], steps_to_beat(curve.points, rival[1] if rival else None)
                 points.append(curve.points)
             curves[v] = points
-            rows += variant_rows(result, name, v, seeds, training, best, beat)
+            rows += variant_rows(result, name, v, seeds, training, best, beat, rivals[name])
             summaries.append(summarise(result, name, v, seeds, training, beat))
         plot_variants(out / f"ablations-{name}.png", name, curves, vmeans)
     write_csv(out / "ablations.csv", rows)
-    (out / "ablations.md").write_text(markdown(command_text(args), heldout, summaries, baselines))
+    (out / "ablations.md").write_text(markdown(command_text(args), heldout, summaries, baselines, rivals))
     from dataclasses import asdict
 
-    write_json(out / "ablations.json", {**document, "summaries": [asdict(s) for s in summaries], "baselines": baselines})
+    write_json(out / "ablations.json", {**document, "summaries": [asdict(s) for s in summaries], "baselines": baselines,
+                                        "validation_rivals": rivals})
     for p in ("ablations.md", "ablations.csv", "ablations.json", *(f"ablations-{n}.png" for n in baselines)):
         print(f"wrote {out / p}", flush=True)
     return 0

@@ -90,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
     from agents.evaluation.results import (
         VALIDATION_BASELINES,
-        VALIDATION_RIVAL,
         RecipeResults,
         baseline_table,
         evaluate_seeds,
@@ -100,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         report_seeds,
         seed_row,
         steps_to_beat,
+        validation_rival,
         write_scenario_results,
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
@@ -148,15 +148,16 @@ def run(args: argparse.Namespace) -> int:
     validation = read_validation(runs[seeds[0]])
     curves = [read_curve(runs[s], f"seed {s}") for s in seeds]
     vmeans, vbound = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
-    rival = vmeans.get(VALIDATION_RIVAL)
+    rival = validation_rival(vmeans)  # the best validation baseline: the sample-efficiency figure counts to it
     rows = []
     for s, curve in zip(seeds, curves):
         training = json.loads((runs[s] / RESULT_FILE).read_text())
-        rows.append(seed_row(run_, s, training, {"best": curve.best[1], "steps_to_beat": steps_to_beat(curve.points, rival)}))
+        beat = steps_to_beat(curve.points, rival[1] if rival else None)
+        rows.append(seed_row(run_, s, training, {"best": curve.best[1], "steps_to_beat": beat}))
     results = RecipeResults(
         scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
-        validation_baselines=vmeans, over_seeds=over_seeds(run_, seeds),
+        validation_baselines=vmeans, validation_rival=rival[0] if rival else None, over_seeds=over_seeds(run_, seeds),
         recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
         seed0_sha256=file_sha256(runs[0] / BEST) if 0 in runs else None,
     )

@@ -11,7 +11,7 @@ seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
 ``benchmarks/reproduce.py``'s runs, ``<recipe-runs>/<scenario>/s<seed>/``. Finished runs are not
 trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
 Then every seed's ``best.pt`` is scored again on the recipe's validation workloads beside optimus
-(preemptive and not), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
+(preemptive and not; the better of them is the rival whose mean the env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
 (:mod:`agents.evaluation.tuning`). Held-out workloads are never run: they only report, in
 ``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agents.evaluation.ablations import plot_variants, policy_name
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
-    from agents.evaluation.results import VALIDATION_BASELINES, VALIDATION_RIVAL, steps_to_beat
+    from agents.evaluation.results import VALIDATION_BASELINES, steps_to_beat, validation_rival
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import write_json
@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     # one pass: each scheduler's mean over the validation seeds of its per-seed mean JCT (the trainer's metric)
     means, _ = baseline_means(validation, specs, workers=args.workers or default_workers())
     baselines = {b: means[b] for b in baseline_names}
-    rival = baselines.get(VALIDATION_RIVAL)
+    rival = validation_rival(baselines)  # the best validation baseline
+    rival_name, rival_mean = rival if rival else (None, None)
     rows, curves = [], {}
     for n, _ in everyone:
         curves[n] = []
@@ -144,16 +145,16 @@ def run(args: argparse.Namespace) -> int:
                 wall_s=float(training.get("wall_s", float("nan"))), device=str(training.get("device", "")),
                 best_env_step=curve.best[0], logged_best=curve.best[1], validation_best=best,
                 diff_vs_recipe=None if n == RECIPE or best is None or recipe is None else best - recipe,
-                steps_to_beat_optimus=steps_to_beat(curve.points, rival)))
+                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean)))
     summaries = summarise(rows, candidates)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
-    page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, summaries, rows)
+    page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows)
     (out / f"{scenario}.md").write_text(page)
-    write_csv(out / f"{scenario}.csv", rows)
+    write_csv(out / f"{scenario}.csv", rows, rival_name)
     write_json(out / f"{scenario}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,
-                                                  summaries, rows))
+                                                  rival_name, summaries, rows))
     plot_variants(out / f"{scenario}.png", scenario, curves, baselines, title="Recipe tuning")
     for suffix in ("md", "csv", "json", "png"):
         print(f"wrote {out / f'{scenario}.{suffix}'}", flush=True)

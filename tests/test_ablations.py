@@ -78,6 +78,11 @@ def test_ablations_write_one_row_per_variant_and_seed(ablated):
     md = (out / "ablations.md").read_text()
     assert md.splitlines()[4].strip().startswith("python benchmarks/ablations.py --scenarios")
     assert "| room | 2 |" in md and "| floor-online | 2 |" in md and "max_start_slowdown=3" in md
+    # the env steps to beat count to the scenario's best validation baseline, named in the JSON, the CSV and the page
+    rival = doc["validation_rivals"]["tiny-3"]
+    assert rival in {"optimus", "optimus:preemptive=false"} and {r["validation_rival"] for r in rows} == {rival}
+    assert f"| env steps to beat {rival} (validation) |" in md
+    assert [len(s["steps_to_beat_rival"]) for s in doc["summaries"]] == [2, 2, 2]
     # the floor variant's rivals ran behind the same floor, on the same workloads
     floored = {k: v for k, v in doc["baselines"]["tiny-3"].items() if "floor=" in k}
     assert set(floored) == {"optimus:floor=online", "optimus:preemptive=false,floor=online"}

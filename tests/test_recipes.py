@@ -170,8 +170,18 @@ def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
         assert doc["baselines"][row["best_oracle"]]["oracle"]
     means = [r["heldout_mean_jct"] for r in doc["rows"]]
     assert doc["over_seeds"]["mean_jct"] == pytest.approx(sum(means) / 2)
+    # sample efficiency: each seed's env steps until its curve beat the best validation baseline, named
+    from agents.evaluation.curves import read_curve
+    from agents.evaluation.results import steps_to_beat, validation_rival
+
+    rival, rival_mean = validation_rival(doc["validation_baselines"])
+    assert doc["validation_rival"] == rival and [r["validation_rival"] for r in rows] == [rival, rival]
+    for seed, row, csv_row in zip((0, 1), doc["rows"], rows):
+        beat = steps_to_beat(read_curve(tmp / "runs" / "tiny-3" / f"s{seed}").points, rival_mean)
+        assert row["steps_to_beat_rival"] == beat and csv_row["steps_to_beat_rival"] == ("" if beat is None else str(beat))
     md = (out / "tiny-3.md").read_text()
     assert "python benchmarks/reproduce.py --config" in md and "| 0 |" in md and "| 1 |" in md
+    assert f"Validation rival: **{rival}**" in md and f"| every seed beats {rival} on validation |" in md
     assert (out / "tiny-3.png").stat().st_size > 1000
     index = (out / "README.md").read_text()
     assert "[tiny-3](tiny-3.md)" in index and "python benchmarks/reproduce.py --index-only" in index

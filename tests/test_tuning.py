@@ -142,10 +142,19 @@ def test_tune_writes_one_row_per_candidate_and_seed_paired_with_the_recipe(tuned
     assert summary["lr"]["mean"] == pytest.approx(sum(float(by["lr", s]["validation_best"]) for s in "01") / 2, abs=1e-3)
     assert set(doc["baselines"]) == {"optimus", "optimus:preemptive=false"}
     assert all(v is not None and math.isfinite(v) for v in doc["baselines"].values())
+    # the env steps to beat count to the better baseline, named in the JSON, each CSV row and the page
+    from agents.evaluation.results import validation_rival
+
+    rival = min(doc["baselines"], key=lambda k: (doc["baselines"][k], k != "optimus"))
+    assert doc["validation_rival"] == rival == validation_rival(doc["baselines"])[0]
+    assert {r["validation_rival"] for r in rows} == {rival}
+    assert summary["lr"]["steps_to_beat_rival"] == [
+        None if by["lr", s]["steps_to_beat_rival"] == "" else int(by["lr", s]["steps_to_beat_rival"]) for s in "01"]
     md = (out / "tiny-3.md").read_text()
     assert md.splitlines()[4].strip() == ("python benchmarks/tune.py --config " + str(tmp / "tiny-3.yaml")
                                           + " --candidate lr:train.lr=1e-3 --seeds 2")
     assert "| lr | `train.lr=1e-3` | 2 |" in md and "The held-out workloads are not run here." in md
+    assert f"| env steps to beat {rival} |" in md
     assert (out / "tiny-3.png").stat().st_size > 1000
 
 

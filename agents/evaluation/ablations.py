@@ -9,7 +9,8 @@ curve PNG per scenario (every variant's mean over seeds with its min-max band).
 
 Per variant: the mean ± sd over seeds of the held-out mean JCT, the paired difference against the
 recipe (per workload, the mean over seeds of the variant minus that of the recipe, with its 95%
-t-interval), the env steps its seeds needed to beat optimus on validation, its wall time and device.
+t-interval), the env steps its seeds needed to beat the validation rival (the best non-oracle baseline on
+the validation workloads, :func:`~agents.evaluation.results.validation_rival`), its wall time and device.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ class VariantRow:
     heldout_mean_jct: float | None
     diff_vs_recipe: float | None  # this seed minus the recipe's same seed, mean over workloads
     validation_best: float | None
-    steps_to_beat_optimus: int | None
+    validation_rival: str | None  # the scenario's validation rival
+    steps_to_beat_rival: int | None  # env steps until the run's curve fell below it
 
 
 @dataclass
@@ -101,7 +103,7 @@ class VariantSummary:
     mean_jct: float | None
     sd: float | None
     vs_recipe: dict[str, Any] | None  # paired over workloads: mean_diff, ci95
-    steps_to_beat_optimus: list[int | None] = field(default_factory=list)
+    steps_to_beat_rival: list[int | None] = field(default_factory=list)
     wall_s: float | None = None
     device: str = ""
 
@@ -124,7 +126,7 @@ def summarise(run: EvaluationRun, scenario: str, variant: str, seeds: Sequence[i
         scenario=scenario, variant=variant, seeds=len(seeds),
         mean_jct=float(np.mean(per_seed)) if per_seed.size else None,
         sd=float(np.std(per_seed, ddof=1)) if per_seed.size > 1 else None,
-        vs_recipe=vs, steps_to_beat_optimus=[beat.get(s) for s in seeds],
+        vs_recipe=vs, steps_to_beat_rival=[beat.get(s) for s in seeds],
         wall_s=float(np.nanmean(walls)) if walls else None,
         device=", ".join(sorted({str(training[s].get("device", "")) for s in seeds})),
     )
@@ -132,8 +134,8 @@ def summarise(run: EvaluationRun, scenario: str, variant: str, seeds: Sequence[i
 
 def variant_rows(run: EvaluationRun, scenario: str, variant: str, seeds: Sequence[int],
                  training: Mapping[int, Mapping[str, Any]], validation: Mapping[int, float | None],
-                 beat: Mapping[int, int | None]) -> list[VariantRow]:
-    """The CSV rows of a variant's seeds."""
+                 beat: Mapping[int, int | None], rival: str | None) -> list[VariantRow]:
+    """The CSV rows of a variant's seeds (``beat``: each seed's env steps to beat the validation ``rival``)."""
     m = seed_means(run, variant, seeds)
     recipe = seed_means(run, RECIPE, seeds)
     rows = []
@@ -144,7 +146,7 @@ def variant_rows(run: EvaluationRun, scenario: str, variant: str, seeds: Sequenc
             wall_s=float(t.get("wall_s", math.nan)), device=str(t.get("device", "")),
             heldout_mean_jct=float(np.nanmean(m[k])),
             diff_vs_recipe=None if variant == RECIPE else float(np.nanmean(m[k] - recipe[k])),
-            validation_best=validation.get(s), steps_to_beat_optimus=beat.get(s)))
+            validation_best=validation.get(s), validation_rival=rival, steps_to_beat_rival=beat.get(s)))
     return rows
 
 
@@ -157,8 +159,9 @@ def write_csv(path: Path, rows: Sequence[VariantRow]) -> Path:
 
 
 def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSummary],
-             baselines: Mapping[str, Mapping[str, float | None]]) -> str:
-    """``ablations.md``: per scenario, one row per variant, and the variants' descriptions."""
+             baselines: Mapping[str, Mapping[str, float | None]], rivals: Mapping[str, str | None]) -> str:
+    """``ablations.md``: per scenario, one row per variant, and the variants' descriptions. ``rivals``:
+    per scenario, the validation rival the env steps to beat count to."""
     lines = [
         "# Ablations: what each part of TapFinger is worth",
         "",
@@ -174,9 +177,12 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
     ]
     for scenario in dict.fromkeys(s.scenario for s in summaries):
         b = baselines.get(scenario, {})
+        rival = rivals.get(scenario)
         lines += [f"## {scenario}", "", "baselines on the same workloads: "
                   + ", ".join(f"{k} {_fmt(v)}" for k, v in b.items()), "",
-                  "| variant | seeds | held-out mean JCT ± sd | paired Δ vs recipe | env steps to beat optimus (validation) "
+                  f"validation rival: {rival or 'none'} (the best non-oracle baseline on the validation workloads)", "",
+                  f"| variant | seeds | held-out mean JCT ± sd | paired Δ vs recipe | env steps to beat {rival or 'rival'} "
+                  "(validation) "
                   "| wall time per seed | device |", "|---|---|---|---|---|---|---|"]
         for s in summaries:
             if s.scenario != scenario:
@@ -184,7 +190,7 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
             vs = "–" if s.vs_recipe is None else (f"{s.vs_recipe['mean_diff']:+.2f} [{s.vs_recipe['ci95'][0]:+.2f}, "
                                                    f"{s.vs_recipe['ci95'][1]:+.2f}]" if s.vs_recipe["ci95"][0] is not None
                                                    else f"{s.vs_recipe['mean_diff']:+.2f}")
-            beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_optimus)
+            beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_rival)
             sd = "" if s.sd is None else f" ± {s.sd:.2f}"
             wall = "n/a" if s.wall_s is None or not math.isfinite(s.wall_s) else f"{s.wall_s / 60:.0f} min"
             lines.append(f"| {s.variant} | {s.seeds} | {_fmt(s.mean_jct)}{sd} | {vs} | {beat} | {wall} | {s.device} |")

@@ -6,7 +6,7 @@ this module evaluates each seed's ``best.pt`` against every baseline on the held
 choose ``best.pt``) and writes, under the results directory (``docs/results/``):
 
 * ``<scenario>.csv`` -- one row per training seed (:data:`CSV_FIELDS`);
-* ``<scenario>.json`` -- the same rows plus the baselines, the verdicts and the command;
+* ``<scenario>.json`` -- the same rows plus the baselines, the validation rival, the verdicts and the command;
 * ``<scenario>.md`` -- the table, the mean ± sd over seeds and the verdicts;
 * ``<scenario>.png`` -- every seed's validation curve with the baselines' lines;
 * ``README.md`` -- one row per scenario that has a ``<scenario>.json``, and one per listed scenario
@@ -16,6 +16,9 @@ Comparisons are paired by workload seed (every scheduler runs the same workloads
 seed, the paired difference of per-workload mean JCTs against the best non-oracle and the best
 oracle baseline (lowest held-out mean, :func:`~agents.evaluation.summary.target_check`) with its
 95% t-interval; over seeds, the same for the per-workload mean over the training seeds.
+
+Sample efficiency: the env steps until a seed's validation curve first fell below the validation
+rival, the best non-oracle baseline on the validation workloads (:func:`validation_rival`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from agents.baselines import uses_oracle
 from envs.config import ScenarioConfig
 
 from .runner import REPORT_SEED_OFFSET, REPORT_SEEDS, EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
+from .schedulers import parse_scheduler_spec, split_scheduler_list
 from .summary import (
     BOUND_RATIO_TARGET,
     json_safe,
@@ -47,14 +52,14 @@ from .tuning import TUNING_DIR
 SEED_SPREAD_TARGET = 0.05
 #: the issue's CPU budget per training seed: a recipe that needs more says so on its page
 CPU_WALL_TARGET_S = 2 * 3600
-#: validation baseline a run must beat (the sample-efficiency figure: env steps until it did)
-VALIDATION_RIVAL = "optimus"
-#: validation baselines drawn beside the curves
+#: validation baselines drawn beside the curves; the best of them is the rival a run must beat (:func:`validation_rival`)
 VALIDATION_BASELINES = "optimus,optimus:preemptive=false"
+#: the rival of result files written when it was fixed (before it was the best validation baseline)
+LEGACY_VALIDATION_RIVAL = "optimus"
 #: one row per training seed, in this order
 CSV_FIELDS = (
     "seed", "env_steps", "wall_s", "device", "env_steps_per_s", "best_env_step", "validation_best",
-    "steps_to_beat_optimus", "heldout_mean_jct", "heldout_ci95", "best_non_oracle", "non_oracle_mean_jct",
+    "validation_rival", "steps_to_beat_rival", "heldout_mean_jct", "heldout_ci95", "best_non_oracle", "non_oracle_mean_jct",
     "diff_non_oracle", "diff_non_oracle_lo", "diff_non_oracle_hi", "best_oracle", "oracle_mean_jct", "diff_oracle",
     "diff_oracle_lo", "diff_oracle_hi", "bound_ratio",
 )
@@ -78,7 +83,7 @@ class SeedRow:
     env_steps_per_s: float | None
     best_env_step: int | None
     validation_best: float | None
-    steps_to_beat_optimus: int | None
+    steps_to_beat_rival: int | None  # env steps until the validation curve fell below the validation rival
     heldout_mean_jct: float | None
     heldout_ci95: float | None
     best_non_oracle: str | None
@@ -111,6 +116,7 @@ class RecipeResults:
     baselines: dict[str, dict[str, Any]]  # held out: mean_jct, ci95, oracle
     bound: float
     validation_baselines: dict[str, float | None]
+    validation_rival: str | None = None  # the baseline of ``validation_baselines`` the seeds had to beat
     over_seeds: dict[str, Any] = field(default_factory=dict)
     recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections
     seed0_sha256: str | None = None  # of seed 0's best.pt: the file ``--ship`` copies to checkpoints/
@@ -187,7 +193,7 @@ def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validat
         env_steps_per_s=training.get("env_steps_per_s"),
         best_env_step=training.get("best_env_step"),
         validation_best=validation.get("best"),
-        steps_to_beat_optimus=validation.get("steps_to_beat"),
+        steps_to_beat_rival=validation.get("steps_to_beat"),
         heldout_mean_jct=stats[name]["mean_jct"],
         heldout_ci95=ci,
         best_non_oracle=on,
@@ -234,6 +240,23 @@ def baseline_table(run: EvaluationRun) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items(), key=lambda kv: math.inf if kv[1]["mean_jct"] is None else kv[1]["mean_jct"]))
 
 
+def validation_rival(vmeans: Mapping[str, float | None]) -> tuple[str, float] | None:
+    """The rival a run must beat on validation (the sample-efficiency figure: env steps until it did):
+    the best non-oracle baseline of :data:`VALIDATION_BASELINES` by its mean JCT on the validation
+    workloads ``vmeans`` (name -> mean), as ``(name, mean)``. Ties go to the first listed; a baseline
+    missing from ``vmeans`` or with a non-finite mean is ignored; None when none is left."""
+    best: tuple[str, float] | None = None
+    for name in split_scheduler_list(VALIDATION_BASELINES):
+        if uses_oracle(*parse_scheduler_spec(name)):
+            continue
+        mean = vmeans.get(name)
+        if mean is None or not math.isfinite(mean):
+            continue
+        if best is None or mean < best[1]:
+            best = (name, float(mean))
+    return best
+
+
 def steps_to_beat(points: Sequence[tuple[int, float]], rival: float | None) -> int | None:
     """The env step of the first validation point below ``rival`` (None: never, or no rival)."""
     if rival is None:
@@ -267,8 +290,10 @@ def verdicts(results: RecipeResults) -> list[tuple[str, bool | None, str]]:
     ratio = o.get("bound_ratio")
     if ratio is not None:
         out.append((f"within {BOUND_RATIO_TARGET}× the bound", bool(ratio <= BOUND_RATIO_TARGET), f"{ratio:.3f}×"))
-    beat = [r.steps_to_beat_optimus for r in rows]
-    out.append((f"every seed beats {VALIDATION_RIVAL} on validation", all(b is not None for b in beat),
+    beat = [r.steps_to_beat_rival for r in rows]
+    rival = results.validation_rival
+    out.append((f"every seed beats {rival or 'the best validation baseline'} on validation",
+                None if rival is None else all(b is not None for b in beat),
                 ", ".join(f"s{r.seed}: " + ("never" if b is None else f"{b:,} steps") for r, b in zip(rows, beat))))
     cpu = [r for r in rows if r.device == "cpu" and r.wall_s is not None and math.isfinite(r.wall_s)]
     if cpu:
@@ -300,8 +325,20 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def write_csv(path: Path, rows: Sequence[SeedRow]) -> Path:
-    return write_rows_csv(path, rows, CSV_FIELDS)
+def write_csv(path: Path, rows: Sequence[SeedRow], rival: str | None) -> Path:
+    """One row per seed, :data:`CSV_FIELDS`: the row and the validation ``rival`` its steps count to."""
+    return write_rows_csv(path, [{**asdict(row), "validation_rival": rival} for row in rows], CSV_FIELDS)
+
+
+def _rival_text(r: RecipeResults) -> str:
+    """The sentence above a page's table that names the validation rival (what "beat rival" counts to)."""
+    if r.validation_rival is None:
+        return "Beat rival: no validation baseline had a finite mean JCT, so there was no rival to beat."
+    mean = r.validation_baselines.get(r.validation_rival)
+    best = validation_rival(r.validation_baselines)
+    what = ", the best non-oracle baseline there" if best is not None and best[0] == r.validation_rival else ""
+    return (f"Validation rival: **{r.validation_rival}** (mean JCT {_fmt(mean, 3)} on the validation workloads{what}); "
+            "beat rival: the env step of a seed's first validation point below it.")
 
 
 def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) -> str:
@@ -320,12 +357,14 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         f"chosen on the validation workloads {r.validation_seeds[0]}..{r.validation_seeds[-1]}. Mean JCT in real "
         "steps; paired Δ = policy − baseline per workload, mean and 95% t-interval (below zero: the policy is faster).",
         "",
-        "| seed | env steps | wall time | device | env steps/s | best at | validation best | beat optimus (validation) "
+        _rival_text(r),
+        "",
+        "| seed | env steps | wall time | device | env steps/s | best at | validation best | beat rival (validation) "
         "| held-out mean JCT | vs best non-oracle | vs best oracle | × bound |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in r.rows:
-        beat = "never" if row.steps_to_beat_optimus is None else f"{row.steps_to_beat_optimus:,}"
+        beat = "never" if row.steps_to_beat_rival is None else f"{row.steps_to_beat_rival:,}"
         lines.append(
             f"| {row.seed} | {row.env_steps:,} | {_duration(row.wall_s)} | {row.device} | {_fmt(row.env_steps_per_s, 0)} "
             f"| {'n/a' if row.best_env_step is None else f'{row.best_env_step:,}'} | {_fmt(row.validation_best, 3)} "
@@ -363,7 +402,7 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
     """``<scenario>.csv``, ``.json`` and ``.md`` under ``out`` (the PNG is drawn by the caller)."""
     out.mkdir(parents=True, exist_ok=True)
     base = out / results.scenario
-    paths = [write_csv(base.with_suffix(".csv"), results.rows)]
+    paths = [write_csv(base.with_suffix(".csv"), results.rows, results.validation_rival)]
     doc = asdict(results)
     paths.append(write_json(base.with_suffix(".json"), json_safe(doc)))
     md = base.with_suffix(".md")
@@ -374,11 +413,19 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
 
 
 def read_results(path: Path) -> RecipeResults:
-    """A ``<scenario>.json`` written by :func:`write_scenario_results`."""
+    """A ``<scenario>.json`` written by :func:`write_scenario_results`. One written before the rival
+    was chosen (rows with ``steps_to_beat_optimus``, no ``validation_rival``) reads with its rival,
+    :data:`LEGACY_VALIDATION_RIVAL`."""
     import json
 
     doc = json.loads(path.read_text())
-    doc["rows"] = [SeedRow(**row) for row in doc["rows"]]
+    rows = []
+    for row in doc["rows"]:
+        if "steps_to_beat_optimus" in row:
+            row["steps_to_beat_rival"] = row.pop("steps_to_beat_optimus")
+        rows.append(SeedRow(**row))
+    doc["rows"] = rows
+    doc.setdefault("validation_rival", LEGACY_VALIDATION_RIVAL)
     return RecipeResults(**doc)
 
 

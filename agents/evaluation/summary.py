@@ -228,8 +228,9 @@ def json_safe(obj: Any) -> Any:
 
 
 def write_rows_csv(path: Path, rows: Sequence[Any], fields: Sequence[str]) -> Path:
-    """One CSV row per dataclass in ``rows``, the columns ``fields`` in order: None as an empty cell,
-    floats rounded to 4 decimals. The parent directory is created."""
+    """One CSV row per dataclass (or mapping) in ``rows``, the columns ``fields`` in order: None as an
+    empty cell, floats rounded to 4 decimals. The parent directory is created."""
+    from collections.abc import Mapping
     from dataclasses import asdict
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +238,7 @@ def write_rows_csv(path: Path, rows: Sequence[Any], fields: Sequence[str]) -> Pa
         w = csv.writer(f)
         w.writerow(fields)
         for row in rows:
-            d = asdict(row)
+            d = row if isinstance(row, Mapping) else asdict(row)
             w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k]) for k in fields])
     return path
 

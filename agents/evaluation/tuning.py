@@ -8,8 +8,9 @@ whatever code version logged the run's curve), and writes under ``docs/results/t
 
 * ``<scenario>.md`` -- per candidate: the validation best of each seed, the mean ± sd, the per-seed
   difference against the recipe's same seed with its t-interval over seeds, how many seeds improve,
-  and the env steps each seed needed to beat optimus on validation;
-* ``<scenario>.csv`` / ``<scenario>.json`` -- the same rows, and the command;
+  and the env steps each seed needed to beat the validation rival (the best non-oracle baseline on these
+  workloads, :func:`~agents.evaluation.results.validation_rival`);
+* ``<scenario>.csv`` / ``<scenario>.json`` -- the same rows, the rival, and the command;
 * ``<scenario>.png`` -- every candidate's validation curve (mean over seeds, min-max band).
 
 This is where a recipe change earns its place: validation workloads choose, and the held-out
@@ -39,7 +40,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 VALIDATION_KEYS = ("eval_seed", "eval_episodes", "eval_scenario")
 #: one CSV row per (candidate, seed), in this order
 CSV_FIELDS = ("scenario", "candidate", "seed", "env_steps", "wall_s", "device", "best_env_step", "logged_best",
-              "validation_best", "diff_vs_recipe", "steps_to_beat_optimus")
+              "validation_best", "diff_vs_recipe", "validation_rival", "steps_to_beat_rival")
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class TuningRow:
     logged_best: float | None  # the best point of the run's own validation curve
     validation_best: float | None  # best.pt scored again now on the validation workloads
     diff_vs_recipe: float | None  # validation_best minus the recipe's same seed
-    steps_to_beat_optimus: int | None
+    steps_to_beat_rival: int | None  # env steps until the run's curve fell below the validation rival
 
 
 @dataclass
@@ -106,7 +107,7 @@ class TuningSummary:
     diff_mean: float | None  # mean over seeds of (candidate - recipe), same seed
     diff_ci95: list[float | None] = field(default_factory=lambda: [None, None])
     seeds_better: int = 0
-    steps_to_beat_optimus: list[int | None] = field(default_factory=list)
+    steps_to_beat_rival: list[int | None] = field(default_factory=list)
     wall_s: float | None = None
 
 
@@ -125,7 +126,7 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate]) -> lis
             sd=float(np.std(values, ddof=1)) if len(values) > 1 else None,
             diff_mean=float(np.mean(diffs)) if diffs else None, diff_ci95=[lo, hi],
             seeds_better=sum(d < 0 for d in diffs),
-            steps_to_beat_optimus=[r.steps_to_beat_optimus for r in mine],
+            steps_to_beat_rival=[r.steps_to_beat_rival for r in mine],
             wall_s=float(np.mean(walls)) if walls else None))
     return out
 
@@ -135,9 +136,10 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 
 def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
-             baselines: Mapping[str, float | None], summaries: Sequence[TuningSummary],
+             baselines: Mapping[str, float | None], rival: str | None, summaries: Sequence[TuningSummary],
              rows: Sequence[TuningRow]) -> str:
-    """``<scenario>.md``: one row per candidate over seeds, then one per seed, and the curves."""
+    """``<scenario>.md``: one row per candidate over seeds, then one per seed, and the curves. ``rival``:
+    the baseline of ``baselines`` the env steps to beat count to (the validation rival)."""
     seeds = sorted({r.seed for r in rows})
     lines = [
         f"# Recipe tuning on {scenario}: validation workloads only",
@@ -151,10 +153,12 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
         "lower is better. Δ: the candidate's seed minus the recipe's same seed; its interval is the 95% t-interval "
         "over seeds. The held-out workloads are not run here.",
         "",
-        "Baselines on the same workloads: " + ", ".join(f"{k} {_fmt(v)}" for k, v in baselines.items()),
+        "Baselines on the same workloads: " + ", ".join(f"{k} {_fmt(v)}" for k, v in baselines.items())
+        + (". Rival: none (no baseline has a finite mean)." if rival is None else
+           f". Rival: **{rival}**, the best of them; env steps to beat it: a seed's first validation point below it."),
         "",
         "| candidate | overrides | seeds | validation best, mean ± sd | Δ vs recipe | seeds better "
-        "| env steps to beat optimus | wall time per seed |",
+        f"| env steps to beat {rival or 'rival'} | wall time per seed |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
@@ -167,7 +171,7 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
             diff = "n/a" if s.diff_mean is None else (
                 f"{s.diff_mean:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]"))
             better = f"{s.seeds_better}/{s.seeds}"
-        beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_optimus)
+        beat = ", ".join("never" if x is None else f"{x:,}" for x in s.steps_to_beat_rival)
         wall = "n/a" if s.wall_s is None else f"{s.wall_s / 60:.0f} min"
         lines.append(f"| {s.candidate} | {over} | {s.seeds} | {_fmt(s.mean)}{sd} | {diff} | {better} | {beat} | {wall} |")
     names = [s.candidate for s in summaries]
@@ -184,15 +188,15 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
     return "\n".join(lines)
 
 
-def write_csv(path: Path, rows: Sequence[TuningRow]) -> Path:
-    """One row per (candidate, seed), :data:`CSV_FIELDS`."""
-    return write_rows_csv(path, rows, CSV_FIELDS)
+def write_csv(path: Path, rows: Sequence[TuningRow], rival: str | None) -> Path:
+    """One row per (candidate, seed), :data:`CSV_FIELDS`: the row and the validation ``rival``."""
+    return write_rows_csv(path, [{**asdict(r), "validation_rival": rival} for r in rows], CSV_FIELDS)
 
 
 def document(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
-             baselines: Mapping[str, float | None], summaries: Sequence[TuningSummary],
+             baselines: Mapping[str, float | None], rival: str | None, summaries: Sequence[TuningSummary],
              rows: Sequence[TuningRow]) -> dict[str, Any]:
     """The JSON form of the page."""
     return {"command": command, "scenario": scenario, "validation_seeds": list(validation_seeds),
-            "eval_scenario": eval_scenario, "baselines": dict(baselines),
+            "eval_scenario": eval_scenario, "baselines": dict(baselines), "validation_rival": rival,
             "summaries": [asdict(s) for s in summaries], "rows": [asdict(r) for r in rows]}
