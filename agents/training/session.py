@@ -17,7 +17,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 from tqdm import tqdm
@@ -61,7 +61,7 @@ class Session:
     :meth:`training_fn`, :meth:`compute_score_fn`, :meth:`save_best_fn`)."""
 
     def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
-                 started: float | None = None, devices_before: list[str] | None = None) -> None:
+                 started: float | None = None, devices_before: Sequence[str] = ()) -> None:
         self.spec = spec
         self.algorithm = algorithm
         self.net = net
@@ -82,8 +82,9 @@ class Session:
         #: wall-clock seconds of the run's earlier processes (resumes add theirs up)
         self.wall_before = float(counters.get("wall_s", 0.0))
         self.started = time.perf_counter() if started is None else started  # this process's start
-        #: device types the run has trained on, in order of first use (a resume on another adds its own)
-        self.devices = earlier_devices(spec) if devices_before is None else list(devices_before)
+        #: device types the run has trained on, in order of first use (``devices_before``: the earlier
+        #: processes', :func:`earlier_devices`; this process adds its own)
+        self.devices = list(devices_before)
         here = next(net.parameters()).device.type
         if here not in self.devices:
             self.devices.append(here)
