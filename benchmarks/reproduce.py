@@ -14,7 +14,9 @@ whose run finished (``result.json`` says so) is not trained again; one that stop
 its ``last.pt``. Then every seed's ``best.pt`` (chosen by the run on its validation workloads) and
 every baseline run on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
 ``--heldout`` of them; fixed in code, only reported), and ``<out>/<scenario>.{csv,json,md,png}``
-and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). ``--ship DIR`` copies seed
+and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). The page also says where
+the time goes, from the same episodes, and what lost Bayes claims cost: seed ``first``'s weights
+run once more with conflicts resolved without a loss (:mod:`agents.evaluation.diagnosis`). ``--ship DIR`` copies seed
 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after training (seeds trained on
 several machines are then evaluated together by a run that finds them finished); ``--index-only``
 rewrites ``README.md`` from the JSON files already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
@@ -87,6 +89,7 @@ def recipe_command(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from agents.evaluation.diagnosis import NO_LOSS_CONFLICTS, conflict_counterfactual, diagnose
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
     from agents.evaluation.results import (
         VALIDATION_BASELINES,
@@ -97,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         mean_bound,
         over_seeds,
         report_seeds,
+        seed_name,
         seed_row,
         steps_to_beat,
         validation_rival,
@@ -154,12 +158,23 @@ def run(args: argparse.Namespace) -> int:
         training = json.loads((runs[s] / RESULT_FILE).read_text())
         beat = steps_to_beat(curve.points, rival[1] if rival else None)
         rows.append(seed_row(run_, s, training, {"best": curve.best[1], "steps_to_beat": beat}))
+    # where the time goes, from the same held-out episodes; what lost claims cost, seed 0's weights again
+    summary = over_seeds(run_, seeds)
+    rival_heldout = summary["best_non_oracle"]
+    diagnosis, counterfactual = {}, None
+    if rival_heldout:
+        diagnosis = diagnose(run_, [seed_name(s) for s in seeds], rival_heldout)
+        print(f"measuring what lost claims cost: {seed_name(seeds[0])} with conflicts={NO_LOSS_CONFLICTS} on the "
+              "held-out workloads", flush=True)
+        counterfactual = conflict_counterfactual(cfg, runs[seeds[0]] / BEST, run_, seed_name(seeds[0]), rival_heldout,
+                                                 workers=workers)
     results = RecipeResults(
         scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
-        validation_baselines=vmeans, validation_rival=rival[0] if rival else None, over_seeds=over_seeds(run_, seeds),
+        validation_baselines=vmeans, validation_rival=rival[0] if rival else None, over_seeds=summary,
         recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
         seed0_sha256=file_sha256(runs[0] / BEST) if 0 in runs else None,
+        diagnosis=diagnosis, conflict_counterfactual=counterfactual,
     )
     paths = write_scenario_results(out, results)
     png = plot_curves(Curves(validation, curves, vmeans, vbound), out / f"{scenario}.png")

@@ -190,6 +190,27 @@ def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
     assert "| `tiny-3.pt` | `python benchmarks/reproduce.py --config" in shipped and "128 env steps" in shipped
 
 
+def test_the_page_says_where_the_time_goes_and_what_lost_claims_cost(reproduced):
+    tmp, _, _ = reproduced
+    doc = json.loads((tmp / "results" / "tiny-3.json").read_text())
+    rival = doc["over_seeds"]["best_non_oracle"]
+    diag, counter = doc["diagnosis"], doc["conflict_counterfactual"]
+    assert diag["baseline"] == rival and set(diag["splits"]) == {"tapfinger", rival}
+    ours, theirs = diag["splits"]["tapfinger"]["rows"][-1], diag["splits"][rival]["rows"][-1]
+    # from the same episodes as the table: the all row is the pooled mean JCT (every task finishes)
+    assert diag["splits"]["tapfinger"]["unfinished"] == 0 and diag["splits"][rival]["unfinished"] == 0
+    assert ours["jct"] == pytest.approx(sum(r["heldout_mean_jct"] for r in doc["rows"]) / 2)
+    assert theirs["jct"] == pytest.approx(doc["baselines"][rival]["mean_jct"])
+    assert ours["wait"] + ours["run"] == pytest.approx(ours["jct"])
+    # seed 0's weights again with no claim lost, compared on the same workloads
+    assert counter["policy"] == "tapfinger-s0" and counter["conflicts"] == "room" and counter["lost_claims"] == 0
+    seed0 = doc["rows"][0]["heldout_mean_jct"]
+    assert counter["vs_trained"]["mean_diff"] == pytest.approx(counter["mean_jct"] - seed0, abs=1e-9)
+    assert counter["vs_baseline"]["mean_diff"] == pytest.approx(counter["mean_jct"] - doc["baselines"][rival]["mean_jct"],
+                                                                abs=1e-9)
+    assert "## Where the time goes (held out)" in (tmp / "results" / "tiny-3.md").read_text()
+
+
 def test_the_page_says_whether_a_seed_trained_within_the_cpu_budget(reproduced):
     import dataclasses
 

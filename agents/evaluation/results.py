@@ -120,6 +120,8 @@ class RecipeResults:
     over_seeds: dict[str, Any] = field(default_factory=dict)
     recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections
     seed0_sha256: str | None = None  # of seed 0's best.pt: the file ``--ship`` copies to checkpoints/
+    diagnosis: dict[str, Any] = field(default_factory=dict)  # :func:`~.diagnosis.diagnose` (held out)
+    conflict_counterfactual: dict[str, Any] | None = None  # :func:`~.diagnosis.conflict_counterfactual`
 
 
 # ---------------------------------------------------------------------------------------
@@ -341,6 +343,42 @@ def _rival_text(r: RecipeResults) -> str:
             "beat rival: the env step of a seed's first validation point below it.")
 
 
+def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str, Any] | None) -> list[str]:
+    """The page's section on where the time goes: the time split of :func:`~.diagnosis.diagnose`,
+    the lost claims and, when there is one, the conflict counterfactual."""
+    label, base = diagnosis["policy"], diagnosis["baseline"]
+    ours, theirs = diagnosis["splits"][label], diagnosis["splits"][base]
+    lines = [
+        "## Where the time goes (held out)",
+        "",
+        f"Finished tasks of every training seed ({label}) and of {base}, the best non-oracle baseline, on the same "
+        "held-out episodes: mean wait (arrival to first start) and run (first start to finish) in real steps, and "
+        "the CPUs and GPUs a task held (for a preemptive scheduler, averaged over the steps it ran).",
+        "",
+        f"| task type | share of tasks | wait: {label} / {base} | run: {label} / {base} | CPUs: {label} / {base} "
+        f"| GPUs: {label} / {base} |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a, b in zip(ours["rows"], theirs["rows"]):
+        share = "" if a["share"] is None else f"{a['share']:.0%}"
+        lines.append(f"| {a['type']} | {share} | {_fmt(a['wait'])} / {_fmt(b['wait'])} | {_fmt(a['run'])} / "
+                     f"{_fmt(b['run'])} | {_fmt(a['cpu'], 1)} / {_fmt(b['cpu'], 1)} | {_fmt(a['gpu'], 1)} / "
+                     f"{_fmt(b['gpu'], 1)} |")
+    lines += ["", f"Unfinished tasks: {label} {ours['unfinished']}, {base} {theirs['unfinished']}. Lost claims per "
+                  f"episode ({label}: claims that lost a Bayes conflict, the cluster placing nothing that round): "
+                  f"{_fmt(ours['lost_claims'], 1)}."]
+    if counterfactual is not None:
+        c = counterfactual
+        vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
+        lines += ["", f"What the lost claims cost: {c['policy']}'s weights acting with conflicts resolved so that no "
+                      f"claim is lost (`{c['conflicts']}`, an option beyond the paper, used here only to measure) score "
+                      f"mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode; "
+                      f"paired Δ against the same weights under the Bayes rule "
+                      f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])}, against {c['baseline']} "
+                      f"{_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."]
+    return lines
+
+
 def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) -> str:
     """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines, the verdicts,
     and a link to ``tuning_page`` (the recipe's changes measured on validation) when there is one."""
@@ -390,6 +428,8 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         ci = b["ci95"]
         half = None if ci[0] is None else (ci[1] - ci[0]) / 2
         lines.append(f"| {name}{tag} | {_fmt(b['mean_jct'])} ± {_fmt(half)} |")
+    if r.diagnosis:
+        lines += ["", *diagnosis_markdown(r.diagnosis, r.conflict_counterfactual)]
     vb = ", ".join(f"{k} {_fmt(v, 3)}" for k, v in r.validation_baselines.items())
     lines += ["", f"Validation curves: [{r.scenario}.png]({r.scenario}.png) (baselines on the validation workloads: {vb})."]
     if tuning_page:

@@ -1,0 +1,110 @@
+"""Where a policy's completion time goes, against a baseline: the diagnosis on a results page.
+
+A task's completion time is its wait (arrival to first start) plus its run (first start to
+finish). :func:`time_split` splits the finished tasks of one scheduler's episodes that way, per
+task type, with the resources the tasks held; :func:`diagnose` puts the learned policy (pooled over
+its training seeds) beside the best non-oracle baseline of the same held-out evaluation, so no
+episode is run again. A long wait points at placement (who waits for which cluster), a long run at
+allocation (too few CPUs or GPUs per task).
+
+Conflicts are the other half. Under the paper's Bayes rule an agent whose claim loses to another
+cluster's places nothing that round (in single mode, for a whole real step), so the evaluation
+counts *lost claims* per episode. :func:`conflict_counterfactual` measures what they cost: the same
+weights, acting with conflicts resolved so that no claim is lost (``room``: agents choose in order
+of free room, a task taken by an earlier agent masked for the later ones). That mode is an option
+beyond the paper; here it only measures, it is never the reported result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from agents.policy.modes import PAPER_CONFLICTS
+from envs.config import ScenarioConfig
+from envs.scheduling import EpisodeResult
+
+from .runner import EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
+from .summary import paired_from_means, per_seed_means
+
+#: the conflict mode of the counterfactual: the same weights, no claim lost
+NO_LOSS_CONFLICTS = "room"
+#: one row of :func:`time_split`, in this order
+SPLIT_FIELDS = ("type", "tasks", "share", "wait", "run", "jct", "cpu", "gpu")
+
+
+def _row(name: str, total: int, wait: np.ndarray, run: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> dict[str, Any]:
+    n = int(wait.size)
+
+    def mean(x: np.ndarray) -> float | None:
+        return float(x.mean()) if n else None
+
+    return {"type": name, "tasks": n, "share": n / total if total else None, "wait": mean(wait), "run": mean(run),
+            "jct": mean(wait + run), "cpu": mean(cpu), "gpu": mean(gpu)}
+
+
+def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], preemptive: bool) -> dict[str, Any]:
+    """Mean wait, run and JCT (real steps) and mean CPUs and GPUs held of the finished tasks of
+    ``results``, per task type (``rows``, one per name of ``type_names``, then ``all``), with the
+    tasks that never finished (``unfinished``) and the mean lost claims per episode (``lost_claims``).
+    The resources are those at start, or for a ``preemptive`` scheduler the mean over the steps a
+    task ran (its allocation changes)."""
+    keys = ("type", "arrival", "start", "finish")
+    rec = {k: np.concatenate([r.records[k] for r in results]) for k in keys}
+    cpu_key, gpu_key = ("avg_cpu", "avg_gpu") if preemptive else ("cpu", "gpu")
+    cpu = np.concatenate([r.records[cpu_key] for r in results]).astype(np.float64)
+    gpu = np.concatenate([r.records[gpu_key] for r in results]).astype(np.float64)
+    done = rec["finish"] >= 0
+    wait = (rec["start"] - rec["arrival"]).astype(np.float64)
+    run = (rec["finish"] - rec["start"]).astype(np.float64)
+    total = int(done.sum())
+    rows = []
+    for index, name in enumerate(type_names):
+        sel = done & (rec["type"] == index)
+        rows.append(_row(name, total, wait[sel], run[sel], cpu[sel], gpu[sel]))
+    rows.append(_row("all", total, wait[done], run[done], cpu[done], gpu[done]))
+    return {"rows": rows, "unfinished": int((~done).sum()),
+            "lost_claims": float(np.mean([r.conflicts for r in results])) if results else None}
+
+
+def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: str = "tapfinger") -> dict[str, Any]:
+    """The time split of the learned policy (``policies``: its training seeds' names in ``run``,
+    pooled under ``label``) beside that of ``baseline``, from the same evaluation."""
+    names = [t.name for t in run.cfg.task_types]
+    pooled = [res for name in policies for res in run.results[name]]
+    return {
+        "policy": label,
+        "baseline": baseline,
+        "splits": {
+            label: time_split(pooled, names, preemptive=any(run.preemptive.get(p, False) for p in policies)),
+            baseline: time_split(run.results[baseline], names, preemptive=run.preemptive.get(baseline, False)),
+        },
+    }
+
+
+def conflict_counterfactual(
+    cfg: ScenarioConfig, checkpoint: Path, run: EvaluationRun, policy: str, baseline: str, workers: int = 1,
+) -> dict[str, Any] | None:
+    """``checkpoint`` (already in ``run`` as ``policy``) evaluated again on ``run``'s workloads with
+    :data:`NO_LOSS_CONFLICTS`, compared per workload with itself as trained and with ``baseline``.
+    None when the checkpoint was not trained under the paper's Bayes rule (no claim is lost then)."""
+    info = check_checkpoint(checkpoint, cfg)
+    if info["conflicts"] != PAPER_CONFLICTS:
+        return None
+    name = f"{policy}-{NO_LOSS_CONFLICTS}"
+    spec = SchedulerSpec(name=name, checkpoint=str(checkpoint), variant=info["variant"], trained_on=info["trained_on"],
+                         action=info["action"], conflicts=NO_LOSS_CONFLICTS)
+    again = run_evaluation(cfg, [spec], run.seeds, workers=workers, progress=False)
+    means = per_seed_means(again.results[name])
+    finite = means[np.isfinite(means)]
+    return {
+        "policy": policy,
+        "conflicts": NO_LOSS_CONFLICTS,
+        "mean_jct": float(finite.mean()) if finite.size else None,
+        "lost_claims": float(np.mean([r.conflicts for r in again.results[name]])),
+        "vs_trained": paired_from_means(means, per_seed_means(run.results[policy])),
+        "baseline": baseline,
+        "vs_baseline": paired_from_means(means, per_seed_means(run.results[baseline])),
+    }

@@ -1,0 +1,101 @@
+"""Where the time goes: the wait/run split of finished tasks, and the conflict counterfactual's guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.evaluation import diagnosis
+from agents.evaluation.diagnosis import time_split
+from agents.evaluation.results import RecipeResults, read_results, scenario_markdown, write_scenario_results
+from envs.scheduling import EpisodeResult
+
+
+def _episode(seed: int, tasks: list[tuple[int, int, int, int, int, int, float, float]], conflicts: int) -> EpisodeResult:
+    """tasks: (type, arrival, start, finish, cpu, gpu, avg_cpu, avg_gpu); finish -1: unfinished."""
+    a = np.array(tasks, dtype=np.float64)
+    finish = a[:, 3].astype(np.int64)
+    arrival = a[:, 1].astype(np.int64)
+    records = {
+        "task_id": np.arange(len(tasks)), "type": a[:, 0].astype(np.int64), "arrival": arrival,
+        "start": a[:, 2].astype(np.int64), "finish": finish, "jct": np.where(finish >= 0, finish - arrival, -1),
+        "cluster": np.zeros(len(tasks), dtype=np.int64), "cpu": a[:, 4].astype(np.int64),
+        "gpu": a[:, 5].astype(np.int64), "avg_cpu": a[:, 6], "avg_gpu": a[:, 7],
+    }
+    return EpisodeResult(scheduler="x", scenario="s", seed=seed, records=records, tasks_in_system=np.zeros(1),
+                         usage=np.zeros((1, 1, 2)), capacity=np.ones((1, 2)), decision_ms=0.0, conflicts=conflicts,
+                         invalid=0, truncated=False, steps=1)
+
+
+EPISODES = [
+    _episode(0, [(0, 0, 1, 5, 2, 1, 2.0, 1.0),     # img: wait 1, run 4
+                 (1, 0, 0, 2, 4, 3, 3.0, 2.0),     # lm: wait 0, run 2
+                 (1, 1, 4, -1, 2, 1, 2.0, 1.0)],   # lm, started, never finished
+             conflicts=3),
+    _episode(1, [(0, 2, 5, 9, 6, 1, 4.0, 1.0),     # img: wait 3, run 4
+                 (1, 0, 2, 8, 8, 5, 6.0, 4.0)],    # lm: wait 2, run 6
+             conflicts=0),
+]
+
+
+def test_the_split_is_per_type_over_finished_tasks_only():
+    split = time_split(EPISODES, ["img", "lm"], preemptive=False)
+    img, lm, every = split["rows"]
+    assert (img["type"], img["tasks"], img["wait"], img["run"], img["jct"]) == ("img", 2, 2.0, 4.0, 6.0)
+    assert (lm["tasks"], lm["wait"], lm["run"], lm["jct"]) == (2, 1.0, 4.0, 5.0)
+    assert (img["cpu"], img["gpu"], lm["cpu"], lm["gpu"]) == (4.0, 1.0, 6.0, 4.0)  # allocations at start
+    assert every["type"] == "all" and every["tasks"] == 4 and every["jct"] == pytest.approx(5.5)
+    assert img["share"] == lm["share"] == 0.5
+    # the unfinished task counts as such and enters no mean; lost claims are per episode
+    assert split["unfinished"] == 1 and split["lost_claims"] == 1.5
+    # the all row's JCT is the plain mean JCT of the finished tasks
+    assert every["jct"] == pytest.approx(np.concatenate([e.jct for e in EPISODES]).mean())
+
+
+def test_a_preemptive_schedulers_resources_are_averaged_over_its_running_steps():
+    img, lm, _ = time_split(EPISODES, ["img", "lm"], preemptive=True)["rows"]
+    assert (img["cpu"], img["gpu"], lm["cpu"], lm["gpu"]) == (3.0, 1.0, 4.5, 3.0)
+
+
+def test_a_type_with_no_finished_task_has_no_means():
+    rows = time_split(EPISODES, ["img", "lm", "video"], preemptive=False)["rows"]
+    assert rows[2] == {"type": "video", "tasks": 0, "share": 0.0, "wait": None, "run": None, "jct": None,
+                       "cpu": None, "gpu": None}
+
+
+def test_no_counterfactual_for_a_policy_not_trained_under_the_bayes_rule(monkeypatch):
+    monkeypatch.setattr(diagnosis, "check_checkpoint", lambda path, cfg: {"conflicts": "room"})
+    called = []
+    monkeypatch.setattr(diagnosis, "run_evaluation", lambda *a, **k: called.append(a))
+    assert diagnosis.conflict_counterfactual(None, Path("x.pt"), None, "tapfinger-s0", "optimus") is None
+    assert not called
+
+
+def _results(diag: dict, counterfactual: dict | None) -> RecipeResults:
+    return RecipeResults(scenario="tiny-3", command="python benchmarks/reproduce.py --config tiny-3 --seeds 1",
+                         heldout_seeds=[500000, 500001], validation_seeds=[10000], rows=[], baselines={}, bound=1.0,
+                         validation_baselines={"optimus": 4.0}, validation_rival="optimus",
+                         over_seeds={"mean_jct": 5.0}, diagnosis=diag, conflict_counterfactual=counterfactual)
+
+
+def test_the_page_shows_the_split_and_the_cost_of_lost_claims(tmp_path):
+    split = time_split(EPISODES, ["img", "lm"], preemptive=False)
+    base = time_split(EPISODES[1:], ["img", "lm"], preemptive=True)
+    diag = {"policy": "tapfinger", "baseline": "optimus", "splits": {"tapfinger": split, "optimus": base}}
+    counter = {"policy": "tapfinger-s0", "conflicts": "room", "mean_jct": 4.25, "lost_claims": 0.0,
+               "vs_trained": {"mean_diff": -1.25, "ci95": [-2.0, -0.5]}, "baseline": "optimus",
+               "vs_baseline": {"mean_diff": 0.5, "ci95": [0.1, 0.9]}}
+    md = scenario_markdown(_results(diag, counter))
+    assert "## Where the time goes (held out)" in md
+    assert "| img | 50% | 2.00 / 3.00 | 4.00 / 4.00 | 4.0 / 4.0 | 1.0 / 1.0 |" in md
+    assert "| all | 100% | 1.50 / 2.50 | 4.00 / 5.00 |" in md
+    assert "Unfinished tasks: tapfinger 1, optimus 0." in md and "nothing that round): 1.5." in md
+    assert "score mean JCT 4.25 with 0.0 lost claims" in md
+    assert "Bayes rule -1.25 [-2.00, -0.50], against optimus +0.50 [+0.10, +0.90]." in md
+    # the JSON keeps both, and a page written before they existed reads and renders without the section
+    write_scenario_results(tmp_path, _results(diag, counter))
+    back = read_results(tmp_path / "tiny-3.json")
+    assert back.diagnosis == diag and back.conflict_counterfactual == counter
+    assert "Where the time goes" not in scenario_markdown(_results({}, None))
