@@ -1,0 +1,75 @@
+"""Write values into the recipe sections of a scenario YAML as text, keeping its other lines.
+
+A scenario file (``configs/<scenario>.yaml``) is commented by hand, so it is edited line by line
+rather than loaded and dumped: :func:`set_recipe_values` replaces the value of a key of the
+``policy:`` or ``train:`` section in place, adds a missing key at the end of its section, or adds
+the section. The comment of a replaced line is dropped (it described the old value) and reported.
+The caller checks the result by resolving it (:mod:`agents.evaluation.adoption`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import yaml
+
+from envs.config import RECIPE_SECTIONS, ConfigError
+
+
+def yaml_value(value: Any) -> str:
+    """``value`` as one line of YAML flow text (``65536``, ``sample``, ``0.0003``, ``[16, 16]``)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000)
+    return text.split("\n...")[0].strip()
+
+
+def _section_span(lines: list[str], section: str) -> tuple[int, int] | None:
+    """``(header, end)``: the section's header line and one past its last indented line; None if absent."""
+    header = None
+    for i, line in enumerate(lines):
+        if re.match(rf"^{re.escape(section)}\s*:", line):
+            header = i
+            break
+    if header is None:
+        return None
+    if re.match(rf"^{re.escape(section)}\s*:\s*[^\s#]", lines[header]):
+        raise ConfigError(f"the {section!r} section is written in flow style ({lines[header].strip()!r}); "
+                          "write its values by hand")
+    end = header + 1
+    for i in range(header + 1, len(lines)):
+        line = lines[i]
+        if line.strip() == "" or line.lstrip().startswith("#") and not line.startswith("#"):
+            continue
+        if not line[:1].isspace():
+            break
+        end = i + 1
+    return header, end
+
+
+def set_recipe_values(text: str, values: Mapping[tuple[str, str], Any]) -> tuple[str, list[str]]:
+    """``text`` with each ``(section, key) -> value`` of ``values`` written into its recipe section,
+    and the comments dropped from replaced lines (``section.key: comment``)."""
+    lines = text.splitlines()
+    dropped: list[str] = []
+    for (section, key), value in values.items():
+        if section not in RECIPE_SECTIONS:
+            raise ConfigError(f"{section}.{key}: only the {' and '.join(RECIPE_SECTIONS)} sections are recipe values")
+        span = _section_span(lines, section)
+        if span is None:
+            while lines and not lines[-1].strip():
+                lines.pop()
+            lines += [f"{section}:", f"  {key}: {yaml_value(value)}"]
+            continue
+        header, end = span
+        body = [i for i in range(header + 1, end) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
+        indent = re.match(r"^(\s+)", lines[body[0]]).group(1) if body else "  "
+        pattern = re.compile(rf"^{re.escape(indent)}{re.escape(key)}\s*:(?P<value>[^#]*?)(?P<comment>\s*#.*)?$")
+        found = next((i for i in body if pattern.match(lines[i])), None)
+        if found is None:
+            lines.insert(end, f"{indent}{key}: {yaml_value(value)}")
+            continue
+        comment = pattern.match(lines[found]).group("comment")
+        if comment:
+            dropped.append(f"{section}.{key}:{comment.strip().lstrip('#')}")
+        lines[found] = f"{indent}{key}: {yaml_value(value)}"
+    return "\n".join(lines) + "\n", dropped
