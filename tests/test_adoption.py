@@ -15,19 +15,9 @@ from agents.training import prepare_run
 from agents.training.prepare import resolved_config
 from agents.training.recipe_file import set_recipe_values
 from envs.config import ConfigError
+from test_recipes import TINY_SCENARIO  # tests/ is on sys.path (pytest rootdir insertion)
 
-RECIPE = """\
-# a small scenario
-mode: single
-num_clusters: 3
-capacities: [[16, 16]]
-per_task_max: [16, 16]
-arrival_rate: 2
-num_tasks: 10
-task_types:
-  - {name: img, prob: 0.5, min_req: [2, 1], progress: {kind: constant, steps: 4}}
-  - {name: lm, prob: 0.5, min_req: [2, 1], progress: {kind: tanh, scale: 16, offset: 1.2}}
-
+RECIPE = "# a small scenario" + TINY_SCENARIO + """
 # the recipe
 policy:
   hidden: 16

@@ -97,7 +97,8 @@ def test_the_held_out_range_is_fixed_and_disjoint_from_every_other_range():
 # ---------------------------------------------------------------------------------------
 # benchmarks/reproduce.py, end to end on a tiny recipe
 # ---------------------------------------------------------------------------------------
-TINY_RECIPE = """
+#: a small scenario, without its recipe sections
+TINY_SCENARIO = """
 mode: single
 num_clusters: 3
 capacities: [[16, 16]]
@@ -108,7 +109,8 @@ switch_overhead: 0.5
 task_types:
   - {name: img, prob: 0.5, min_req: [2, 1], progress: {kind: constant, steps: 4}}
   - {name: lm, prob: 0.5, min_req: [2, 1], progress: {kind: tanh, scale: 16, offset: 1.2}}
-policy: {hidden: 16, han_layers: 1, pointer_layers: 1, pointer_dim: 16, pointer_ffn: 16}
+"""
+TINY_RECIPE = TINY_SCENARIO + """policy: {hidden: 16, han_layers: 1, pointer_layers: 1, pointer_dim: 16, pointer_ffn: 16}
 train: {steps: 128, envs: 2, collect_steps: 64, batch_size: 32, eval_every: 64, eval_episodes: 2,
         torch_threads: 1, vector: dummy}
 """
