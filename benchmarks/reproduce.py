@@ -19,7 +19,7 @@ the time goes, from the same episodes, and what lost Bayes claims cost: seed ``f
 run once more with conflicts resolved without a loss (:mod:`agents.evaluation.diagnosis`). ``--ship DIR`` copies seed
 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after training (seeds trained on
 several machines are then evaluated together by a run that finds them finished); ``--index-only``
-rewrites ``README.md`` from the JSON files already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
+rewrites every ``<scenario>.md`` and ``README.md`` from the JSON files already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
 from __future__ import annotations
@@ -56,17 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ship", metavar="DIR", help="copy seed 0's best.pt to DIR/<scenario>.pt")
     p.add_argument("--train-only", action="store_true",
                    help="train (or resume) the seeds and stop: no evaluation, no files written")
-    p.add_argument("--index-only", action="store_true", help="only rewrite <out>/README.md from the JSON files")
+    p.add_argument("--index-only", action="store_true", help="only rewrite the pages and <out>/README.md from the JSON files")
     return p
 
 
 def write_indexes(out: Path, ship: Path | None) -> list[Path]:
-    """``<out>/README.md``; the top-level README's results table when ``out`` is this project's
-    ``docs/results``; ``<ship>/README.md`` when checkpoints are shipped."""
-    from agents.evaluation.results import checkpoint_index, update_readme, write_index
+    """Every ``<out>/<scenario>.md`` again from its JSON, ``<out>/README.md``; the top-level README's
+    results table when ``out`` is this project's ``docs/results``; ``<ship>/README.md`` when checkpoints
+    are shipped."""
+    from agents.evaluation.results import checkpoint_index, read_all, update_readme, write_index, write_scenario_page
 
+    written = [write_scenario_page(out, r) for r in read_all(out, SCENARIO_ORDER)]
     index = write_index(out, INDEX_COMMAND, SCENARIO_ORDER)
-    written = [index]
+    written.append(index)
     if out.resolve() == (ROOT / "docs" / "results").resolve() and update_readme(ROOT / "README.md", index.read_text()):
         written.append(ROOT / "README.md")
     if ship is not None:

@@ -213,6 +213,19 @@ def test_the_page_says_where_the_time_goes_and_what_lost_claims_cost(reproduced)
     assert "## Where the time goes (held out)" in (tmp / "results" / "tiny-3.md").read_text()
 
 
+def test_index_only_rewrites_each_page_from_its_json(reproduced, tmp_path):
+    import shutil
+
+    tmp, _, _ = reproduced
+    out = tmp_path / "results"
+    shutil.copytree(tmp / "results", out)
+    page = (out / "tiny-3.md").read_text()
+    (out / "tiny-3.md").write_text("a page of an older format\n")
+    proc = _reproduce("--index-only", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (out / "tiny-3.md").read_text() == page
+
+
 def test_the_page_says_whether_a_seed_trained_within_the_cpu_budget(reproduced):
     import dataclasses
 

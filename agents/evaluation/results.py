@@ -370,12 +370,14 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
     if counterfactual is not None:
         c = counterfactual
         vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
-        lines += ["", f"What the lost claims cost: {c['policy']}'s weights acting with conflicts resolved so that no "
-                      f"claim is lost (`{c['conflicts']}`, an option beyond the paper, used here only to measure) score "
-                      f"mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode; "
-                      f"paired Δ against the same weights under the Bayes rule "
-                      f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])}, against {c['baseline']} "
-                      f"{_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."]
+        lines += ["", f"Without lost claims: {c['policy']}'s weights, acting with conflicts resolved so that no claim is "
+                      f"lost (`{c['conflicts']}`: agents choose in order of their clusters' free room, a task taken by an "
+                      "earlier agent masked for the later ones; an option beyond the paper, used here only to measure), "
+                      f"score mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode. "
+                      "Paired Δ against the same weights under the Bayes rule "
+                      f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (below zero: what the lost claims cost, "
+                      "net of who now gets a contested task), against "
+                      f"{c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."]
     return lines
 
 
@@ -445,11 +447,16 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
     paths = [write_csv(base.with_suffix(".csv"), results.rows, results.validation_rival)]
     doc = asdict(results)
     paths.append(write_json(base.with_suffix(".json"), json_safe(doc)))
-    md = base.with_suffix(".md")
+    paths.append(write_scenario_page(out, results))
+    return paths
+
+
+def write_scenario_page(out: Path, results: RecipeResults) -> Path:
+    """``<scenario>.md`` under ``out``, linking the tuning page when there is one."""
+    md = out / f"{results.scenario}.md"
     tuning = out / TUNING_DIR / f"{results.scenario}.md"
     md.write_text(scenario_markdown(results, f"{TUNING_DIR}/{tuning.name}" if tuning.is_file() else None))
-    paths.append(md)
-    return paths
+    return md
 
 
 def read_results(path: Path) -> RecipeResults:
