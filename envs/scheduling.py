@@ -85,8 +85,17 @@ class EpisodeResult:
 
     @property
     def jct(self) -> np.ndarray:
-        j = self.records["jct"]
-        return j[j >= 0]
+        return self.records["jct"][self.finished]
+
+    @property
+    def finished(self) -> np.ndarray:
+        """Which arrived tasks finished (the tasks of :attr:`jct` and :attr:`wait`)."""
+        return self.records["jct"] >= 0
+
+    @property
+    def wait(self) -> np.ndarray:
+        """Steps each finished task waited from its arrival to its first start, in :attr:`jct`'s order."""
+        return (self.records["start"] - self.records["arrival"])[self.finished]
 
     @property
     def mean_jct(self) -> float:

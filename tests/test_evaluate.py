@@ -114,7 +114,7 @@ def test_summary_schema_and_table(outputs):
     assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))
     assert list(summary["schedulers"]) == all_schedulers()
     assert "optimus:preemptive=false" in summary["schedulers"]  # a non-oracle baseline of the target
-    keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system", "cpu_util", "gpu_util",
+    keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system", "cpu_util", "gpu_util",
             "decision_ms", "conflicts"}
     for name, s in summary["schedulers"].items():
         assert set(s) == keys, name
@@ -172,6 +172,8 @@ def test_summary_agrees_with_tasks_csv(outputs, cfg):
         assert s["mean_jct"] == pytest.approx(jct.mean(), rel=1e-12)
         assert s["median_jct"] == pytest.approx(np.median(jct), rel=1e-12)
         assert s["p90_jct"] == pytest.approx(np.percentile(jct, 90), rel=1e-12)
+        wait = np.array([int(r["start"]) - int(r["arrival"]) for r in mine], dtype=float)
+        assert s["mean_wait"] == pytest.approx(wait.mean(), rel=1e-12) and 0.0 <= s["mean_wait"] < s["mean_jct"]
         per_seed = [np.mean([float(r["jct"]) for r in mine if int(r["seed"]) == seed]) for seed in summary["seeds"]]
         k = len(per_seed)
         half = 4.302653 * np.std(per_seed, ddof=1) / math.sqrt(k)  # t(0.975, 2) = 4.302653: three seeds

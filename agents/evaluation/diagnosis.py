@@ -51,21 +51,17 @@ def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], pree
     tasks that never finished (``unfinished``) and the mean lost claims per episode (``lost_claims``).
     The resources are those at start, or for a ``preemptive`` scheduler the mean over the steps a
     task ran (its allocation changes)."""
-    keys = ("type", "arrival", "start", "finish")
-    rec = {k: np.concatenate([r.records[k] for r in results]) for k in keys}
     cpu_key, gpu_key = ("avg_cpu", "avg_gpu") if preemptive else ("cpu", "gpu")
-    cpu = np.concatenate([r.records[cpu_key] for r in results]).astype(np.float64)
-    gpu = np.concatenate([r.records[gpu_key] for r in results]).astype(np.float64)
-    done = rec["finish"] >= 0
-    wait = (rec["start"] - rec["arrival"]).astype(np.float64)
-    run = (rec["finish"] - rec["start"]).astype(np.float64)
-    total = int(done.sum())
-    rows = []
-    for index, name in enumerate(type_names):
-        sel = done & (rec["type"] == index)
-        rows.append(_row(name, total, wait[sel], run[sel], cpu[sel], gpu[sel]))
-    rows.append(_row("all", total, wait[done], run[done], cpu[done], gpu[done]))
-    return {"rows": rows, "unfinished": int((~done).sum()),
+    types = np.concatenate([r.records["type"][r.finished] for r in results])
+    wait = np.concatenate([r.wait for r in results]).astype(np.float64)
+    run = np.concatenate([r.jct for r in results]).astype(np.float64) - wait
+    cpu = np.concatenate([r.records[cpu_key][r.finished] for r in results]).astype(np.float64)
+    gpu = np.concatenate([r.records[gpu_key][r.finished] for r in results]).astype(np.float64)
+    total = int(types.size)
+    rows = [_row(name, total, *(x[types == index] for x in (wait, run, cpu, gpu))) for index, name in enumerate(type_names)]
+    rows.append(_row("all", total, wait, run, cpu, gpu))
+    unfinished = sum(int((~r.finished).sum()) for r in results)
+    return {"rows": rows, "unfinished": unfinished,
             "lost_claims": float(np.mean([r.conflicts for r in results])) if results else None}
 
 

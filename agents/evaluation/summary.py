@@ -9,6 +9,8 @@ Definitions (what ``summary.json`` holds per scheduler):
 * ``ci95``: 95% Student-t interval of the mean over the **per-seed** mean JCTs,
   ``m ± t(0.975, K-1) · s / sqrt(K)`` with ``s`` the sample standard deviation;
   ``[null, null]`` for a single seed.
+* ``mean_wait``: steps from arrival to first start, over all finished tasks of all seeds pooled
+  (recomputable from ``tasks.csv``: ``start - arrival``); JCT minus it is the running time.
 * ``mean_tasks_in_system``: tasks arrived and not finished, averaged over every real step of
   every seed (time-weighted; by Little's law it equals total JCT / total steps).
 * ``cpu_util``, ``gpu_util``: fraction of all clusters' CPUs / GPUs allocated, averaged over
@@ -120,7 +122,9 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     out["gpu_util"] = float(used[1] / (steps * capacity[1])) if steps else None
     out["decision_ms"] = float(np.mean([r.decision_ms for r in results]))
     out["conflicts"] = float(np.mean([r.conflicts for r in results]))
-    return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_tasks_in_system",
+    waits = np.concatenate([r.wait for r in results]).astype(np.float64)
+    out["mean_wait"] = float(waits.mean()) if waits.size else None
+    return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system",
                                 "cpu_util", "gpu_util", "decision_ms", "conflicts")}
 
 
@@ -331,7 +335,7 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         f"scenario {summary['scenario']}: {len(seeds)} workload seed(s) ({seed_text}), same workloads for every "
         "scheduler; JCT in real steps over all tasks of all seeds; ± = half-width of the 95% t-interval "
         "over per-seed means",
-        f"{'scheduler':<{w}}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'in sys':>8}{'CPU %':>7}"
+        f"{'scheduler':<{w}}{'mean JCT':>9}{'± 95%':>8}{'median':>8}{'p90':>8}{'wait':>7}{'in sys':>8}{'CPU %':>7}"
         f"{'GPU %':>7}{'ms/step':>9}{'confl.':>8}" + (f"{'tap. gain':>10}{'paired Δ':>14}" if reduction else "")
         + (f"{'trunc':>6}" if truncated else ""),
     ]
@@ -348,7 +352,7 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         pct = lambda v: v * 100.0 if v is not None else None  # noqa: E731
         line = (
             f"{name:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
-            f"{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
+            f"{_f(s.get('mean_wait'), 7)}{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
             f"{_f(s['decision_ms'], 9, 3)}{_f(s['conflicts'], 8, 1)}"
         )
         if reduction:
