@@ -15,11 +15,12 @@ its ``last.pt``. Then every seed's ``best.pt`` (chosen by the run on its validat
 every baseline run on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
 ``--heldout`` of them; fixed in code, only reported), and ``<out>/<scenario>.{csv,json,md,png}``
 and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). The page also says where
-the time goes, from the same episodes, and what lost Bayes claims cost: seed ``first``'s weights
-run once more with conflicts resolved without a loss (:mod:`agents.evaluation.diagnosis`). ``--ship DIR`` copies seed
-0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after training (seeds trained on
-several machines are then evaluated together by a run that finds them finished); ``--index-only``
-rewrites every ``<scenario>.md`` and ``README.md`` from the JSON files already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
+the time goes, from the same episodes, and what lost Bayes claims cost: the first seed's weights
+run once more with conflicts resolved without a loss (:mod:`agents.evaluation.diagnosis`).
+``--ship DIR`` copies seed 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after
+training (seeds trained on several machines are then evaluated together by a run that finds them
+finished); ``--index-only`` rewrites every ``<scenario>.md`` and ``README.md`` from the JSON files
+already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ def recipe_command(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agents.evaluation.diagnosis import NO_LOSS_CONFLICTS, conflict_counterfactual, diagnose
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
+    from agents.evaluation.diagnosis import NO_LOSS_CONFLICTS, conflict_counterfactual, diagnose
     from agents.evaluation.results import (
         VALIDATION_BASELINES,
         RecipeResults,

@@ -128,7 +128,7 @@ def test_a_candidate_that_cannot_be_adopted_is_refused_before_anything_changes(t
 def test_the_command_line_dry_run_prints_the_plan_and_changes_nothing(tuned, capsys):
     import importlib.util
 
-    config, cand, runs, recipe_runs = tuned
+    config, _, runs, recipe_runs = tuned
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "adopt.py"
     module_spec = importlib.util.spec_from_file_location("adopt_cli", path)
     adopt = importlib.util.module_from_spec(module_spec)

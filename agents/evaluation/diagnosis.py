@@ -11,8 +11,10 @@ Conflicts are the other half. Under the paper's Bayes rule an agent whose claim 
 cluster's places nothing that round (in single mode, for a whole real step), so the evaluation
 counts *lost claims* per episode. :func:`conflict_counterfactual` measures what they cost: the same
 weights, acting with conflicts resolved so that no claim is lost (``room``: agents choose in order
-of free room, a task taken by an earlier agent masked for the later ones). That mode is an option
-beyond the paper; here it only measures, it is never the reported result.
+of free room, a task taken by an earlier agent masked for the later ones), compared per workload.
+The difference is the lost claims' cost net of the other change that mode makes, who gets a
+contested task. That mode is an option beyond the paper; here it only measures, it is never the
+reported result.
 """
 
 from __future__ import annotations
