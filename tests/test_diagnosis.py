@@ -91,6 +91,7 @@ def test_the_page_shows_the_split_and_the_cost_of_lost_claims(tmp_path):
     assert "## Where the time goes (held out)" in md
     assert "| img | 50% | 2.00 / 3.00 | 4.00 / 4.00 | 4.0 / 4.0 | 1.0 / 1.0 |" in md
     assert "| all | 100% | 1.50 / 2.50 | 4.00 / 5.00 |" in md
+    assert "Mean JCT tapfinger − optimus: -2.00 = wait -1.00 + run -1.00 (over every finished task)." in md
     assert "Unfinished tasks: tapfinger 1, optimus 0." in md and "nothing that round): 1.5." in md
     assert "score mean JCT 4.25 with 0.0 lost claims per episode" in md
     assert "Bayes rule -1.25 [-2.00, -0.50] (below zero" in md and "against optimus +0.50 [+0.10, +0.90]." in md
