@@ -9,7 +9,12 @@ import pytest
 
 from agents.evaluation import diagnosis
 from agents.evaluation.diagnosis import time_split
-from agents.evaluation.results import RecipeResults, read_results, scenario_markdown, write_scenario_results
+from agents.evaluation.results import (
+    RecipeResults,
+    read_results,
+    scenario_markdown,
+    write_scenario_results,
+)
 from envs.scheduling import EpisodeResult
 
 
@@ -100,3 +105,22 @@ def test_the_page_shows_the_split_and_the_cost_of_lost_claims(tmp_path):
     back = read_results(tmp_path / "tiny-3.json")
     assert back.diagnosis == diag and back.conflict_counterfactual == counter
     assert "Where the time goes" not in scenario_markdown(_results({}, None))
+
+
+def test_every_committed_page_is_what_its_json_renders_to_and_says_where_the_time_goes(tmp_path):
+    """A page left in an older format (or edited by hand) fails; ``reproduce.py --index-only`` rewrites them."""
+    import shutil
+
+    from agents.evaluation.results import read_all, write_scenario_page
+
+    results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    shutil.copytree(results, tmp_path / "results")
+    entries = read_all(tmp_path / "results")
+    assert entries
+    for r in entries:
+        page = write_scenario_page(tmp_path / "results", r).read_text()
+        assert page == (results / f"{r.scenario}.md").read_text(), r.scenario
+        assert r.diagnosis and "## Where the time goes (held out)" in page, r.scenario
+        # the split's all row is the pooled mean JCT of the baseline it names, from the same episodes
+        base = r.diagnosis["baseline"]
+        assert r.diagnosis["splits"][base]["rows"][-1]["jct"] == pytest.approx(r.baselines[base]["mean_jct"]), r.scenario
