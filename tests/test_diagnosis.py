@@ -9,12 +9,7 @@ import pytest
 
 from agents.evaluation import diagnosis
 from agents.evaluation.diagnosis import time_split
-from agents.evaluation.results import (
-    RecipeResults,
-    read_results,
-    scenario_markdown,
-    write_scenario_results,
-)
+from agents.evaluation.results import RecipeResults, read_results, scenario_markdown, write_scenario_results
 from envs.scheduling import EpisodeResult
 
 
