@@ -496,7 +496,9 @@ def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequ
         f"    {command}",
         "",
         "). Held-out workloads only report; each seed's `best.pt` was chosen on validation workloads. "
-        "Paired Δ: the per-workload mean over training seeds minus the baseline, mean and 95% t-interval.",
+        "Paired Δ: the per-workload mean over training seeds minus the baseline, mean and 95% t-interval. "
+        "Why a scenario stands where it does: the section \"Where the time goes\" of its page (the gap split into "
+        "wait and run, and what the claims lost to Bayes conflicts cost).",
         "",
         "| " + " | ".join(INDEX_COLUMNS) + " |",
         "|" + "---|" * len(INDEX_COLUMNS),
