@@ -169,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
         diagnosis = diagnose(run_, [seed_name(s) for s in seeds], rival_heldout)
         print(f"measuring what lost claims cost: {seed_name(seeds[0])} with conflicts={NO_LOSS_CONFLICTS} on the "
               "held-out workloads", flush=True)
-        counterfactual = conflict_counterfactual(cfg, runs[seeds[0]] / BEST, run_, seed_name(seeds[0]), rival_heldout,
-                                                 workers=workers)
+        counterfactual = conflict_counterfactual(run_, seed_name(seeds[0]), rival_heldout, workers=workers)
     results = RecipeResults(
         scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),

@@ -66,10 +66,14 @@ def test_a_type_with_no_finished_task_has_no_means():
 
 
 def test_no_counterfactual_for_a_policy_not_trained_under_the_bayes_rule(monkeypatch):
-    monkeypatch.setattr(diagnosis, "check_checkpoint", lambda path, cfg: {"conflicts": "room"})
+    from types import SimpleNamespace
+
+    from agents.evaluation.runner import SchedulerSpec
+
+    run = SimpleNamespace(specs=[SchedulerSpec(name="tapfinger-s0", checkpoint="x.pt", conflicts="room")])
     called = []
     monkeypatch.setattr(diagnosis, "run_evaluation", lambda *a, **k: called.append(a))
-    assert diagnosis.conflict_counterfactual(None, Path("x.pt"), None, "tapfinger-s0", "optimus") is None
+    assert diagnosis.conflict_counterfactual(run, "tapfinger-s0", "optimus") is None
     assert not called
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from envs.config import ConfigError, split_scenario_yaml
 
-from .seed_runs import SeedRun, finished, recipe_differences
+from .seed_runs import SeedRun, finished, log_path, recipe_differences
 from .tuning import Candidate, run_dir
 
 _SEED_DIR = re.compile(r"^s[0-9]+$")
@@ -54,19 +54,17 @@ def _seed_dirs(parent: Path) -> list[Path]:
 def _with_logs(src: Path, dst: Path) -> list[tuple[Path, Path]]:
     """The run directory and, when there is one, its log beside it (``s0.log``)."""
     pairs = [(src, dst)]
-    log = SeedRun("", "", 0, src).log
-    if log.is_file():
-        pairs.append((log, SeedRun("", "", 0, dst).log))
+    if log_path(src).is_file():
+        pairs.append((log_path(src), log_path(dst)))
     return pairs
 
 
 def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, recipe_runs: Path) -> AdoptionPlan:
     """Check that ``candidate`` can become ``config``'s recipe and return what that takes; the old
     recipe's seeds are to be kept as the candidate ``old_name``. Every problem is a :class:`ConfigError`."""
-    import yaml
-
     from agents.training import prepare_run
     from agents.training.config import split_overrides
+    from agents.training.prepare import config_differences, resolved_config
     from agents.training.recipe_file import set_recipe_values, yaml_value
 
     from .tuning import NAME_PATTERN, RECIPE
@@ -82,15 +80,10 @@ def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, 
         new_spec = prepare_run(config, list(candidate.overrides))
     except ConfigError as exc:
         raise ConfigError(f"--candidate {candidate.name}: {exc}") from None
-    sections = {"policy": (spec.policy.to_dict(), new_spec.policy.to_dict()),
-                "train": (spec.train.to_dict(), new_spec.train.to_dict())}
-    values, old = {}, {}
-    for section, changed in (("policy", split.policy), ("train", split.train)):
-        before, after = sections[section]
-        for key in changed:
-            values[(section, key)] = after[key]
-            old[f"{section}.{key}"] = before[key]
-    unchanged = [k for (s, key), v in values.items() for k in [f"{s}.{key}"] if old[k] == v]
+    before, after = resolved_config(spec), resolved_config(new_spec)
+    changed = [(section, key) for section, keys in (("policy", split.policy), ("train", split.train)) for key in keys]
+    values = {(section, key): after[section][key] for section, key in changed}
+    unchanged = [f"{section}.{key}" for section, key in changed if before[section][key] == after[section][key]]
     if unchanged:
         raise ConfigError(f"--candidate {candidate.name}: {', '.join(unchanged)} already has that value in the recipe")
 
@@ -104,9 +97,7 @@ def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, 
         except ConfigError as exc:
             raise ConfigError(f"writing the candidate into {yaml_path} gives a file that does not load ({exc}); "
                               "write its values by hand") from None
-    want = {"scenario": new_spec.scenario.to_dict(), "policy": new_spec.policy.to_dict(), "train": new_spec.train.to_dict()}
-    have = {"scenario": edited.scenario.to_dict(), "policy": edited.policy.to_dict(), "train": edited.train.to_dict()}
-    wrong = [f"{s}.{k}" for s in want for k in want[s] if yaml.safe_dump(want[s][k]) != yaml.safe_dump(have[s].get(k))]
+    wrong = config_differences(after, resolved_config(edited))
     if wrong:
         raise ConfigError(f"writing the candidate into {yaml_path} would not give its configuration "
                           f"({', '.join(wrong)} differ); write its values by hand")
@@ -134,7 +125,7 @@ def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, 
     blocked = [dst for _, dst in promote if dst.exists() and dst not in leaving]
     if blocked:
         raise ConfigError(f"{blocked[0]} exists and is no seed directory of the recipe; move it away first")
-    restore = Candidate(old_name, tuple(f"{k}={yaml_value(v)}" for k, v in old.items()))
+    restore = Candidate(old_name, tuple(f"{section}.{key}={yaml_value(before[section][key])}" for section, key in changed))
     return AdoptionPlan(config=config, yaml_path=yaml_path, new_text=new_text, dropped_comments=dropped,
                         values={f"{s}.{k}": v for (s, k), v in values.items()}, restore=restore, keep=keep,
                         promote=promote, seeds=seeds)

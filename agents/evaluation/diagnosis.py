@@ -19,22 +19,19 @@ reported result.
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from agents.policy.modes import PAPER_CONFLICTS
-from envs.config import ScenarioConfig
 from envs.scheduling import EpisodeResult
 
-from .runner import EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
-from .summary import paired_from_means, per_seed_means
+from .runner import EvaluationRun, run_evaluation
+from .summary import paired_from_means, per_seed_means, scheduler_stats
 
 #: the conflict mode of the counterfactual: the same weights, no claim lost
 NO_LOSS_CONFLICTS = "room"
-#: one row of :func:`time_split`, in this order
-SPLIT_FIELDS = ("type", "tasks", "share", "wait", "run", "jct", "cpu", "gpu")
 
 
 def _row(name: str, total: int, wait: np.ndarray, run: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> dict[str, Any]:
@@ -82,26 +79,23 @@ def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: 
     }
 
 
-def conflict_counterfactual(
-    cfg: ScenarioConfig, checkpoint: Path, run: EvaluationRun, policy: str, baseline: str, workers: int = 1,
-) -> dict[str, Any] | None:
-    """``checkpoint`` (already in ``run`` as ``policy``) evaluated again on ``run``'s workloads with
-    :data:`NO_LOSS_CONFLICTS`, compared per workload with itself as trained and with ``baseline``.
-    None when the checkpoint was not trained under the paper's Bayes rule (no claim is lost then)."""
-    info = check_checkpoint(checkpoint, cfg)
-    if info["conflicts"] != PAPER_CONFLICTS:
+def conflict_counterfactual(run: EvaluationRun, policy: str, baseline: str, workers: int = 1) -> dict[str, Any] | None:
+    """The checkpoint of ``run``'s policy ``policy`` evaluated again on ``run``'s workloads with
+    :data:`NO_LOSS_CONFLICTS`, compared per workload with itself as it acted in ``run`` and with
+    ``baseline``. None when it did not act under the paper's Bayes rule (no claim is lost then)."""
+    spec = next(s for s in run.specs if s.name == policy)
+    if spec.conflicts != PAPER_CONFLICTS:
         return None
     name = f"{policy}-{NO_LOSS_CONFLICTS}"
-    spec = SchedulerSpec(name=name, checkpoint=str(checkpoint), variant=info["variant"], trained_on=info["trained_on"],
-                         action=info["action"], conflicts=NO_LOSS_CONFLICTS)
-    again = run_evaluation(cfg, [spec], run.seeds, workers=workers, progress=False)
+    again = run_evaluation(run.cfg, [replace(spec, name=name, conflicts=NO_LOSS_CONFLICTS)], run.seeds,
+                           workers=workers, progress=False)
+    stats = scheduler_stats(again.results[name])
     means = per_seed_means(again.results[name])
-    finite = means[np.isfinite(means)]
     return {
         "policy": policy,
         "conflicts": NO_LOSS_CONFLICTS,
-        "mean_jct": float(finite.mean()) if finite.size else None,
-        "lost_claims": float(np.mean([r.conflicts for r in again.results[name]])),
+        "mean_jct": stats["mean_jct"],
+        "lost_claims": stats["conflicts"],
         "vs_trained": paired_from_means(means, per_seed_means(run.results[policy])),
         "baseline": baseline,
         "vs_baseline": paired_from_means(means, per_seed_means(run.results[baseline])),

@@ -364,10 +364,11 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
         lines.append(f"| {a['type']} | {share} | {_fmt(a['wait'])} / {_fmt(b['wait'])} | {_fmt(a['run'])} / "
                      f"{_fmt(b['run'])} | {_fmt(a['cpu'], 1)} / {_fmt(b['cpu'], 1)} | {_fmt(a['gpu'], 1)} / "
                      f"{_fmt(b['gpu'], 1)} |")
-    a, b = ours["rows"][-1], theirs["rows"][-1]  # every task
-    if None not in (a["jct"], b["jct"]):
-        lines += ["", f"Mean JCT {label} − {base}: {_signed(a['jct'] - b['jct'])} = wait {_signed(a['wait'] - b['wait'])} "
-                      f"+ run {_signed(a['run'] - b['run'])} (over every finished task)."]
+    mine, theirs_all = ours["rows"][-1], theirs["rows"][-1]  # the "all" rows
+    if None not in (mine["jct"], theirs_all["jct"]):
+        gap = {k: _signed(mine[k] - theirs_all[k]) for k in ("jct", "wait", "run")}
+        lines += ["", f"Mean JCT {label} − {base}: {gap['jct']} = wait {gap['wait']} + run {gap['run']} "
+                      "(over every finished task)."]
     lines += ["", f"Unfinished tasks: {label} {ours['unfinished']}, {base} {theirs['unfinished']}. Lost claims per "
                   f"episode ({label}: claims that lost a Bayes conflict, the cluster placing nothing that round): "
                   f"{_fmt(ours['lost_claims'], 1)}."]

@@ -47,8 +47,13 @@ class SeedRun:
 
     @property
     def log(self) -> Path:
-        """Where the trainer's output goes: ``<run_dir>.log``, beside the run directory."""
-        return self.run_dir.with_name(self.run_dir.name + ".log")
+        """Where the trainer's output goes (:func:`log_path`)."""
+        return log_path(self.run_dir)
+
+
+def log_path(run_dir: Path) -> Path:
+    """A training run's output: ``<run_dir>.log``, beside the run directory."""
+    return run_dir.with_name(run_dir.name + ".log")
 
 
 def add_machine_arguments(parser: Any) -> None:

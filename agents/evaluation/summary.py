@@ -352,7 +352,8 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         pct = lambda v: v * 100.0 if v is not None else None  # noqa: E731
         line = (
             f"{name:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
-            f"{_f(s.get('mean_wait'), 7)}{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}{_f(pct(s['gpu_util']), 7, 1)}"
+            f"{_f(s['mean_wait'], 7)}{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}"
+            f"{_f(pct(s['gpu_util']), 7, 1)}"
             f"{_f(s['decision_ms'], 9, 3)}{_f(s['conflicts'], 8, 1)}"
         )
         if reduction:

@@ -44,17 +44,17 @@ def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any
     return raw, sections["policy"], sections["train"]
 
 
-def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Dotted keys where two plain structures differ."""
+def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys where two plain structures (resolved configs) differ."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         out = []
         for key in sorted(set(a) | set(b), key=str):
-            out += _diff(a.get(key), b.get(key), f"{prefix}{key}.")
+            out += config_differences(a.get(key), b.get(key), f"{prefix}{key}.")
         return out
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
         out = []
         for i, (x, y) in enumerate(zip(a, b)):
-            out += _diff(x, y, f"{prefix}{i}.")
+            out += config_differences(x, y, f"{prefix}{i}.")
         return out
     return [] if a == b else [prefix.rstrip(".")]
 
@@ -131,8 +131,8 @@ def prepare_run(
         # before ``policy.conflicts`` existed resumes as ``bayes``, the behaviour it was trained with)
         saved_scenario = to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"]))))
         saved_policy = policy_config_from(ckpt["policy_config"], {}).to_dict()
-        problems = [f"scenario.{k}" for k in _diff(to_dict(scenario), saved_scenario)]
-        problems += [f"policy.{k}" for k in _diff(policy.to_dict(), saved_policy)]
+        problems = [f"scenario.{k}" for k in config_differences(to_dict(scenario), saved_scenario)]
+        problems += [f"policy.{k}" for k in config_differences(policy.to_dict(), saved_policy)]
         if problems:
             raise ConfigError(
                 f"cannot resume {ckpt['_path']}: the checkpoint was trained with a different "

@@ -38,8 +38,8 @@ def _section_span(lines: list[str], section: str) -> tuple[int, int] | None:
     end = header + 1
     for i in range(header + 1, len(lines)):
         line = lines[i]
-        if line.strip() == "" or line.lstrip().startswith("#") and not line.startswith("#"):
-            continue
+        if not line.strip() or (line[:1].isspace() and line.lstrip().startswith("#")):
+            continue  # blank lines and indented comments neither end the section nor extend it
         if not line[:1].isspace():
             break
         end = i + 1
