@@ -423,7 +423,7 @@ def test_checkpoint_errors(tmp_path, syn3, policy3):
     unshared = TapFingerPolicy(syn3[1], PolicyConfig(shared_actors=False, **SMALL))
     path = save_policy_checkpoint(tmp_path / "unshared.pt", unshared, cfg)
     load_policy_checkpoint(path, scenario=load_scenario("multi-3"))
-    with pytest.raises(CheckpointError, match="clusters: one actor per cluster for 3"):
+    with pytest.raises(CheckpointError, match="clusters: per-agent parameters for 3"):
         load_policy_checkpoint(path, scenario=load_scenario("synthetic-6"))
     assert issubclass(CheckpointError, ValueError)
 
@@ -480,6 +480,40 @@ def test_unshared_actors_use_their_own_weights(syn3):
     assert not torch.allclose(sel2[:, 0][active[:, 0]], sel[:, 0][active[:, 0]])
     assert not torch.allclose(al2[:, 0], al[:, 0])
     assert torch.equal(sel2[:, 1:], sel[:, 1:]) and torch.equal(al2[:, 1:], al[:, 1:])
+
+
+def test_agent_id_embedding_is_each_agents_own_and_ties_the_policy_to_n(tmp_path, syn3):
+    cfg, spec, obs = syn3
+    torch.manual_seed(0)
+    pol = TapFingerPolicy(spec, PolicyConfig(agent_id=True, **SMALL)).eval()
+    assert pol.agent_embed.shape == (spec.N, SMALL["hidden"])
+    plain = TapFingerPolicy(spec, PolicyConfig(**SMALL)).eval()
+    plain.load_state_dict({k: v for k, v in pol.state_dict().items() if k != "agent_embed"})
+    batch = batch_of(obs[10:20])
+    with torch.no_grad():
+        pol.agent_embed.zero_()  # a zero embedding: the shared policy without agent ids
+    sel, al = pol.probabilities(batch)
+    want_sel, want_al = plain.probabilities(batch)
+    assert torch.allclose(sel, want_sel, atol=1e-6) and torch.allclose(al, want_al, atol=1e-6)
+    value = pol.value(batch)
+    with torch.no_grad():
+        pol.agent_embed[0].normal_()  # only agent 0's index embedding moves
+    sel2, al2 = pol.probabilities(batch)
+    value2 = pol.value(batch)
+    active = batch["feasible"].bool().sum(-1) > 1
+    assert not torch.allclose(sel2[:, 0][active[:, 0]], sel[:, 0][active[:, 0]])
+    assert not torch.allclose(al2[:, 0], al[:, 0]) and not torch.allclose(value2[:, 0], value[:, 0])
+    assert torch.allclose(sel2[:, 1:], sel[:, 1:], atol=1e-6) and torch.allclose(al2[:, 1:], al[:, 1:], atol=1e-6)
+    # (the other agents' values may move: the central critic pools over every cluster embedding)
+    # per-agent parameters: the policy acts only at its scenario's N
+    six = drive(load_scenario("synthetic-6", ["num_tasks=20"]), seed=0, steps=2)[1][-1]
+    with pytest.raises(ValueError, match="6 clusters, the per-agent parameters were built for 3"):
+        pol.value(obs_to_torch(six))
+    path = save_policy_checkpoint(tmp_path / "agent-id.pt", pol, cfg)
+    with pytest.raises(CheckpointError, match="clusters: per-agent parameters for 3"):
+        load_policy_checkpoint(path, scenario=load_scenario("synthetic-6"))
+    loaded = load_policy_checkpoint(path, scenario=load_scenario("multi-3"))[0].eval()
+    assert torch.equal(loaded.agent_embed, pol.agent_embed)
 
 
 def test_numpy_observations_are_accepted(syn3, policy3):

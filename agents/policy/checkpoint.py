@@ -94,8 +94,8 @@ def check_compatible(policy: Any, spec: Any) -> None:
     for key, label in labels.items():
         if have[key] != want[key]:
             problems.append(f"{label}: {_plain(have[key])} in the model vs {_plain(want[key])} in the scenario")
-    if not policy.cfg.shared_actors and have["N"] != want["N"]:
-        problems.append(f"clusters: one actor per cluster for {have['N']} clusters vs {want['N']} in the scenario")
+    if policy.cfg.tied_to_n and have["N"] != want["N"]:
+        problems.append(f"clusters: per-agent parameters for {have['N']} clusters vs {want['N']} in the scenario")
     if problems:
         raise CheckpointError("checkpoint incompatible with the scenario: " + "; ".join(problems))
 
@@ -216,7 +216,7 @@ def load_policy_checkpoint(
     ``meta`` is the checkpoint dict without ``model``, with ``scenario`` as a
     :class:`ScenarioConfig` and ``policy_config`` as a ``PolicyConfig``. If ``scenario`` is
     given, the policy must be able to act on it (same task types, allocation grid, pending
-    slots; same number of clusters for unshared actors). Reads with :func:`read_checkpoint`
+    slots; same number of clusters for per-agent parameters, :attr:`PolicyConfig.tied_to_n`). Reads with :func:`read_checkpoint`
     (safe loading); every problem raises :class:`CheckpointError`.
     """
     from envs.config import from_dict as scenario_from_dict

@@ -28,7 +28,10 @@ class PolicyConfig(ConfigSection):
     on when faithful). ``pointer_dim``/``pointer_ffn``/``pointer_layers``/``pointer_heads``:
     pointer transformer size. ``mlp_layers``: depth of the MLP encoder (``no-han``, ``vanilla``). ``shared_actors``: one
     set of actor/critic-head weights for any number of clusters (False: one per agent, the
-    paper's layout, tied to the scenario's N). ``conflicts``: how agents that want the same
+    paper's layout, tied to the scenario's N). ``agent_id``: add a learned embedding of each
+    agent's index to its cluster's embedding, as MAPPO feeds shared actors an agent id, so agents
+    with alike observations can still learn to claim different tasks (an option beyond the paper;
+    ties the policy to the scenario's N). ``conflicts``: how agents that want the same
     task are reconciled (:data:`agents.policy.conflict.CONFLICT_MODES`): ``bayes`` (default, paper
     eq. 11: independent choices, one winner per task, the others lose the step),
     ``sequential`` (agents choose in index order, each over the tasks no earlier agent started)
@@ -49,6 +52,7 @@ class PolicyConfig(ConfigSection):
     faithful: bool = False  # the paper's plain HANConv stack (no input projection, residual or LayerNorm)
     self_relation: bool = False  # add the self relation to the residual stack (always on when faithful)
     shared_actors: bool = True  # one set of actor/critic-head weights for any N (false: one per agent, the paper's)
+    agent_id: bool = False  # a learned embedding of each agent's index added to its cluster embedding (ties to N)
     prior: str = "paper"  # Bayes conflict prior: paper (eq. 11) or code (the reference code's softmax)
     conflicts: str = "bayes"  # bayes (the paper), sequential (index order) or room (decreasing free room)
     pointer_dim: int = 64  # pointer transformer width
@@ -87,6 +91,11 @@ class PolicyConfig(ConfigSection):
                     pointer_dim=256, pointer_ffn=2048, alloc_head="joint")
         base.update(overrides)
         return cls(**base)
+
+    @property
+    def tied_to_n(self) -> bool:
+        """Whether the parameters hold one entry per agent, so the policy acts only at its scenario's N."""
+        return not self.shared_actors or self.agent_id
 
     @property
     def variant_spec(self) -> PolicyVariant:

@@ -6,7 +6,8 @@ dimension ``B``) and all ``N`` agents at once:
 1. the encoder (HAN over the batched heterogeneous graph, or an MLP for the ablations) gives
    per-slot task embeddings and cluster embeddings;
 2. every agent turns its ``P`` slots into agent-specific slot embeddings (task embedding
-   plus its own cluster's embedding, so one set of weights serves any number of clusters);
+   plus its own cluster's embedding, so one set of weights serves any number of clusters;
+   with ``agent_id`` a learned embedding of the agent's index is added to the cluster's);
 3. task selection: pointer network over feasible slots (``tapfinger``, ``no-han``), uniform
    over feasible slots (``no-pointer``) or the earliest feasible slot (``vanilla``, FIFO);
    each variant's encoder and selector come from the registry :mod:`agents.policy.variants`;
@@ -27,6 +28,7 @@ float32 before any distribution computation (log-softmax, sampling, conflicts, e
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -84,6 +86,8 @@ class TapFingerPolicy(nn.Module):
         )
         self.alloc_head = AllocationHead(n_act, H, self.alloc_dims, c.alloc_head)
         self.critic = CentralCritic(n_act, H)
+        #: ``agent_id``: each agent's learned index embedding ``(N, H)``, added to its cluster embedding
+        self.agent_embed = nn.Parameter(0.1 * torch.randn(d["N"], H)) if c.agent_id else None
         #: pointer rows: "auto" = only agents with a feasible slot on CPU batches (see _pointer_logits)
         self.pointer_compact = "auto"
         #: compiled passes by name (empty: eager); see :meth:`compile_passes`
@@ -119,8 +123,8 @@ class TapFingerPolicy(nn.Module):
         B, N, P = shape
         if P != self.dims["P"]:
             raise ValueError(f"observation has {P} pending slots, the policy was built for {self.dims['P']}")
-        if self.n_actor_sets > 1 and N != self.n_actor_sets:
-            raise ValueError(f"observation has {N} clusters, the unshared actors were built for {self.n_actor_sets}")
+        if self.cfg.tied_to_n and N != self.dims["N"]:
+            raise ValueError(f"observation has {N} clusters, the per-agent parameters were built for {self.dims['N']}")
         return out
 
     def compile_passes(self, mode: str = "default") -> "TapFingerPolicy":
@@ -152,7 +156,10 @@ class TapFingerPolicy(nn.Module):
     def encode(self, obs: Mapping[str, Tensor]) -> EncoderOutput:
         """Run the encoder (graph building included) on tensors from :meth:`as_tensors`."""
         fn = self._compiled.get("encode")
-        return fn(obs) if fn is not None else self.encoder(obs)
+        enc = fn(obs) if fn is not None else self.encoder(obs)
+        if self.agent_embed is not None:
+            enc = replace(enc, cluster=enc.cluster + self.agent_embed.to(enc.cluster.dtype))
+        return enc
 
     def _selection_logits(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
         """Masked selection logits ``(B, N, P)`` (compiled by :meth:`compile_passes`)."""
