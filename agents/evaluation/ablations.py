@@ -62,6 +62,8 @@ ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
     Ablation("paper-size", "the paper's network: plain HANConv stack, hidden 256, 6 layers, one actor per agent",
              ("policy.faithful=true", "policy.hidden=256", "policy.han_layers=6", "policy.shared_actors=false")),
     Ablation("per-cluster-reward", "the paper's per-cluster reward instead of the team reward", ("reward=per_cluster",)),
+    Ablation("agent-id", "a learned embedding of each agent's index added to its cluster's (MAPPO's agent id)",
+             ("policy.agent_id=true",)),
 )}
 
 
