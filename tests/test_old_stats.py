@@ -130,3 +130,23 @@ def test_training_run_with_behaviour_stats(tmp_path: Path):
     for tag in ("update/policy_loss", "update/value_loss", "update/loss"):
         assert all(math.isfinite(v) for _, v in sc[tag]), tag
     assert all(0.0 <= v < 1e-4 for _, v in sc["update/logp_mismatch"])
+
+
+def test_lost_claim_penalty_reaches_the_update(tmp_path: Path):
+    """``train.lost_claim_penalty`` is wired into the update: on the same collected batch the value
+    targets (no return scaling, so ``returns = adv + v_s``) drop by at least the penalty wherever
+    the stored action lost a Bayes conflict, and never rise."""
+    algorithm, _, buffer, envs = _collected(tmp_path, "train.lost_claim_penalty=2.0", steps=120)
+    try:
+        assert algorithm.lost_claim_penalty == 2.0
+        shaped = _preprocessed(algorithm, buffer, RECOMPUTE)
+        algorithm.lost_claim_penalty = 0.0
+        plain = _preprocessed(algorithm, buffer, RECOMPUTE)
+    finally:
+        envs.close()
+    lost = shaped.act[..., 2] == 1
+    assert lost.any() and (~lost).any()
+    drop = plain.returns - shaped.returns
+    assert (drop >= -1e-5).all()
+    assert (drop[lost] >= 2.0 - 1e-4).all()
+    assert torch.allclose(shaped.v_s, plain.v_s)

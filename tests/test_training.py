@@ -378,14 +378,19 @@ def test_yaml_sections_flags_and_overrides_precedence(tmp_path):
     assert prepare_run("sjf-3", [], variant="vanilla").policy.variant == "vanilla"
 
 
-def test_per_agent_gae_matches_a_hand_computation():
-    """Two agents, one finished episode of 3 steps and gamma 1, lambda 0.5, given values."""
+@pytest.mark.parametrize("penalty", [0.0, 0.5])
+def test_per_agent_gae_matches_a_hand_computation(penalty):
+    """Two agents, one finished episode of 3 steps and gamma 1, lambda 0.5, given values. With
+    ``lost_claim_penalty`` an agent learns from its reward less the penalty at each step its
+    stored action carries the lost-conflict flag (agent 1 at step 0, agent 0 at step 2)."""
     from tianshou.data import Batch, ReplayBuffer
 
     buf = ReplayBuffer(8)
     rew = np.array([[-1.0, -2.0], [0.0, 0.0], [-3.0, -1.0]])
+    lost = np.array([[0, 1], [0, 0], [1, 0]])
     for t in range(3):
-        buf.add(Batch(obs=np.zeros(1), act=np.zeros(1), rew=float(rew[t].sum()), terminated=t == 2,
+        act = np.stack([np.array([1, 2]), np.array([3, 0]), lost[t]], axis=1)  # (N, 3) [slot, allocation, lost]
+        buf.add(Batch(obs=np.zeros(1), act=act, rew=float(rew[t].sum()), terminated=t == 2,
                       truncated=False, obs_next=np.zeros(1), info={"agent_rewards": rew[t]}))
     batch, idx = buf.sample(0)
     v = np.array([[0.5, 1.0], [0.2, -0.4], [1.5, 0.0]])
@@ -393,11 +398,13 @@ def test_per_agent_gae_matches_a_hand_computation():
 
     class Stub:
         gamma, gae_lambda, return_scaling, _eps = 1.0, 0.5, False, 1e-8
+        lost_claim_penalty = penalty
         _pre_stats: dict = {}
         device = torch.device("cpu")
         compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
         value_mask = staticmethod(MultiAgentPPO.value_mask)
         _gae_columns = MultiAgentPPO._gae_columns
+        _shaped_rewards = MultiAgentPPO._shaped_rewards
 
         def _values(self, obs):
             return torch.as_tensor(v_next, dtype=torch.float32)
@@ -412,7 +419,7 @@ def test_per_agent_gae_matches_a_hand_computation():
         gae = 0.0
         for t in reversed(range(3)):
             nxt = 0.0 if t == 2 else v_next[t, i]
-            delta = rew[t, i] + nxt - v[t, i]
+            delta = rew[t, i] - penalty * lost[t, i] + nxt - v[t, i]
             gae = delta + (0.0 if t == 2 else 0.5) * gae
             expected[t, i] = gae
     np.testing.assert_allclose(out.adv.numpy(), expected, rtol=1e-5, atol=1e-5)
@@ -438,12 +445,14 @@ def test_return_scale_divides_the_value_targets_and_is_reported():
 
     class Stub:
         gamma, gae_lambda, return_scaling, return_scaling_window, _eps = 1.0, 1.0, True, None, 0.0
+        lost_claim_penalty = 0.0
         _pre_stats: dict = {}
         device = torch.device("cpu")
         ret_rms = RunningMeanStd()
         compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
         value_mask = staticmethod(MultiAgentPPO.value_mask)
         _gae_columns = MultiAgentPPO._gae_columns
+        _shaped_rewards = MultiAgentPPO._shaped_rewards
         _update_return_stats = MultiAgentPPO._update_return_stats
 
         def _next_values(self, batch, buffer, indices, v_s):  # the next step's value; the terminal one is masked
@@ -487,6 +496,13 @@ def test_return_scaling_window_is_validated():
     with pytest.raises(ConfigError, match="return_scaling_window"):
         TrainConfig(return_scaling_window=0).validate()
     assert TrainConfig(return_scaling_window=65536).validate().return_scaling_window == 65536
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("inf"), float("nan")])
+def test_lost_claim_penalty_is_validated(bad):
+    with pytest.raises(ConfigError, match="lost_claim_penalty"):
+        TrainConfig(lost_claim_penalty=bad).validate()
+    assert TrainConfig(lost_claim_penalty=4.0).validate().lost_claim_penalty == 4.0
 
 
 # ---------------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ class TrainConfig(ConfigSection):
     return_scaling_window: int | None = None  # env steps the running return statistics remember (None: all; K: the running count is capped at K steps' returns, so they follow the current policy)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
+    lost_claim_penalty: float = 0.0  # learned reward only: subtracted from an agent's reward at each step its claim lost a Bayes conflict (0: the env's reward)
     # -- warm start by imitation (agents/training/imitation.py), before the first PPO update of a new run
     imitate: str | None = None  # teacher scheduler spec, e.g. "optimus:preemptive=false" (None: no warm start)
     imitate_episodes: int = 64  # episodes (training workloads) recorded per imitation round
@@ -189,6 +190,7 @@ class TrainConfig(ConfigSection):
         at_least("ent_coef", 0),
         greater_than("max_grad_norm", 0, nullable=True),
         at_least("return_scaling_window", 1, nullable=True),
+        at_least("lost_claim_penalty", 0, finite=True),
         at_least("max_batchsize", 1),
         rule(lambda c: c.collect_steps is None or c.collect_episodes is None,
              "collect_steps and collect_episodes are exclusive: set one of them"),

@@ -177,6 +177,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         precision=t.precision,
         old_stats=t.old_stats,
         shards=t.shards,
+        lost_claim_penalty=t.lost_claim_penalty,
     )
     return algorithm, net
 

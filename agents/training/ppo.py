@@ -268,6 +268,7 @@ class MultiAgentPPO(PPO):
         precision: str = FLOAT32,
         old_stats: str = RECOMPUTE,
         shards: int = 1,
+        lost_claim_penalty: float = 0.0,
     ) -> None:
         if old_stats not in OLD_STATS:
             raise ValueError(f"old_stats must be one of {list(OLD_STATS)}, got {old_stats!r}")
@@ -292,6 +293,10 @@ class MultiAgentPPO(PPO):
             raise ValueError(f"return_scaling_window must be >= 1 or None, got {return_scaling_window}")
         #: env steps whose returns the running return statistics remember (None: all of them)
         self.return_scaling_window = return_scaling_window
+        if not (np.isfinite(lost_claim_penalty) and lost_claim_penalty >= 0):
+            raise ValueError(f"lost_claim_penalty must be a finite number >= 0, got {lost_claim_penalty}")
+        #: subtracted from an agent's reward at each step its claim lost a conflict (``train.lost_claim_penalty``)
+        self.lost_claim_penalty = float(lost_claim_penalty)
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self._pre_stats: dict[str, float] = {}
@@ -379,6 +384,7 @@ class MultiAgentPPO(PPO):
             raise ValueError(
                 f"info['agent_rewards'] has shape {rew.shape}, critic values have {v_s_np.shape}"
             )
+        rew = self._shaped_rewards(rew, batch.act)
         if self.return_scaling and self.ret_rms.count == 0:
             # first batch: start the running statistics from Monte-Carlo returns of this batch
             # (tianshou's start, std 1, makes the first value loss huge for returns ~ -1000)
@@ -405,6 +411,15 @@ class MultiAgentPPO(PPO):
             float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
         )
         return cast(BatchWithAdvantagesProtocol, batch)
+
+    def _shaped_rewards(self, rew: np.ndarray, act: Any) -> np.ndarray:
+        """The rewards PPO learns from: the env's per-agent rewards ``(B, N)``, less
+        :attr:`lost_claim_penalty` for every agent whose stored action ``(B, N, 3)`` carries the
+        lost-conflict flag. The env's rewards (and so every reported return) are unchanged."""
+        if self.lost_claim_penalty == 0.0:
+            return rew
+        act_np = act.detach().cpu().numpy() if isinstance(act, torch.Tensor) else np.asarray(act)
+        return rew - self.lost_claim_penalty * (act_np[..., 2] == 1)
 
     def _update_return_stats(self, returns: np.ndarray) -> None:
         """Fold a ``(B, N)`` block of returns into the running statistics.
