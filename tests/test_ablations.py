@@ -35,7 +35,7 @@ def test_each_variant_changes_the_recipe_in_one_respect_only(name):
 
 def test_the_variants_cover_the_issue_list_and_apply_to_every_scenario():
     assert {"recipe", "imitation", "room", "sequential", "floor-online", "floor-oracle", "no-han", "no-pointer",
-            "vanilla", "paper-size", "per-cluster-reward", "agent-id"} <= set(ABLATIONS)
+            "vanilla", "paper-size", "per-cluster-reward", "agent-id", "claim-penalty"} <= set(ABLATIONS)
     assert ABLATIONS["floor-online"].floor == "online" and ABLATIONS["floor-oracle"].floor == "scenario"
     for scenario in available_scenarios():
         for a in ABLATIONS.values():

@@ -43,6 +43,9 @@ class Ablation:
 #: the start floor factor of the floor variants (the policy is offered a task only if it would
 #: finish within this many times its fastest duration with the free resources)
 FLOOR_FACTOR = 3
+#: the lost-claim penalty of the claim-penalty variant (``train.lost_claim_penalty``): about what a lost
+#: claim costs, in task-steps, on synthetic-6's validation workloads (the Bayes-to-room gap over its lost claims)
+CLAIM_PENALTY = 4
 #: the curve plot's y axis ends at this multiple of the worst baseline's validation mean JCT
 CURVE_CEILING = 1.6
 
@@ -64,6 +67,8 @@ ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
     Ablation("per-cluster-reward", "the paper's per-cluster reward instead of the team reward", ("reward=per_cluster",)),
     Ablation("agent-id", "a learned embedding of each agent's index added to its cluster's (MAPPO's agent id)",
              ("policy.agent_id=true",)),
+    Ablation("claim-penalty", f"a penalty of {CLAIM_PENALTY} in the learned reward for each claim lost to a Bayes conflict",
+             (f"train.lost_claim_penalty={CLAIM_PENALTY}",)),
 )}
 
 
