@@ -5,7 +5,8 @@
         --old-name nowindow [--runs runs/tuning] [--recipe-runs runs/reproduce] [--dry-run]
 
 ``--candidate`` is the one ``benchmarks/tune.py`` trained (same ``NAME:key=value,...``). Its
-``train.``/``policy.`` values are written into ``configs/<scenario>.yaml`` in place (a replaced
+``train.``/``policy.`` values and learning keys (``reward``: :data:`envs.config.LEARNING_KEYS`) are
+written into ``configs/<scenario>.yaml`` in place (a replaced
 line's comment is dropped and shown, so that a new one can be written), and the edited file must
 resolve to exactly the candidate's configuration. The old recipe's seeds move from
 ``<recipe-runs>/<scenario>/s<k>`` to ``<runs>/<scenario>/<old-name>/s<k>``, the candidate's to

@@ -199,6 +199,11 @@ def available_scenarios() -> list[str]:
 #: :class:`agents.training.config.TrainConfig`) and the network (``policy:``, ``agents.policy.PolicyConfig``)
 RECIPE_SECTIONS = ("policy", "train")
 
+#: scenario keys that are learning choices, not the workload: they change what the agents learn
+#: from, never the tasks, the clusters or how a schedule is scored, so a tuning candidate may change
+#: them and ``benchmarks/adopt.py`` writes them into the recipe like a ``train.``/``policy.`` value
+LEARNING_KEYS = ("reward",)
+
 
 def split_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any], dict[str, dict[str, Any]]]:
     """A scenario YAML's path, its scenario mapping (``name`` defaulting to the file's stem) and its

@@ -55,6 +55,32 @@ def test_a_flow_style_section_or_a_scenario_key_is_refused():
         set_recipe_values(RECIPE, {("scenario", "arrival_rate"): 3})
 
 
+def test_a_learning_key_of_the_scenario_is_a_top_level_line_added_before_the_recipe_or_replaced():
+    text, dropped = set_recipe_values(RECIPE, {("scenario", "reward"): "per_cluster"})
+    old, new = RECIPE.splitlines(), text.splitlines()
+    at = new.index("reward: per_cluster")
+    assert new[:at] + new[at + 1:] == old and dropped == []
+    assert new[at - 1].startswith("  - {name: lm") and new[at + 1:at + 3] == ["", "# the recipe"]
+    assert yaml.safe_load(text)["reward"] == "per_cluster"
+    assert prepare_run_text(text).scenario.reward == "per_cluster"
+    again, dropped = set_recipe_values(text.replace("reward: per_cluster", "reward: per_cluster   # the paper's"),
+                                       {("scenario", "reward"): "team"})
+    assert again.splitlines() == [("reward: team" if i == at else line) for i, line in enumerate(new)]
+    assert dropped == ["scenario.reward: the paper's"]
+    with pytest.raises(ConfigError, match="written 2 times"):
+        set_recipe_values(text + "reward: team\n", {("scenario", "reward"): "team"})
+
+
+def prepare_run_text(text: str):
+    """The run spec of a scenario YAML given as text."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "probe-3.yaml"
+        path.write_text(text)
+        return prepare_run(str(path))
+
+
 def _run(root: Path, config: Path, overrides: tuple[str, ...], seed: int, done: bool = True) -> Path:
     """A run directory as train.py leaves it: its resolved config.yaml, its result.json, a log beside it."""
     spec = prepare_run(str(config), list(overrides), flags={"seed": seed})
@@ -100,6 +126,24 @@ def test_adopting_moves_the_runs_and_the_file_resolves_to_the_candidate(tuned):
     assert "# a closing comment" in config.read_text()
 
 
+def test_a_reward_candidate_is_adopted_and_its_restore_brings_the_team_reward_back(tuned):
+    config, _, runs, recipe_runs = tuned
+    cand = parse_candidate("percluster:reward=per_cluster,train.lr=0.0006")
+    for seed in (0, 1):
+        _run(runs / "tiny-3" / "percluster" / f"s{seed}", config, cand.overrides, seed)
+    plan = plan_adoption(str(config), cand, "team", runs, recipe_runs)
+    assert plan.values == {"scenario.reward": "per_cluster", "train.lr": 0.0006}
+    assert plan.restore == Candidate("team", ("scenario.reward=team", "train.lr=0.0003"))
+    assert apply_adoption(plan) == []
+    assert prepare_run(str(config)).scenario.reward == "per_cluster"
+    for seed in (0, 1):
+        assert recipe_differences(SeedRun("", str(config), seed, recipe_runs / "tiny-3" / f"s{seed}")) == []
+        kept = runs / "tiny-3" / "team" / f"s{seed}"
+        assert recipe_differences(SeedRun("", str(config), seed, kept, plan.restore.overrides)) == []
+        assert "scenario.reward: run 'team', recipe 'per_cluster'" in recipe_differences(
+            SeedRun("", str(config), seed, kept))
+
+
 @pytest.mark.parametrize("why", ["unfinished", "old name taken", "scenario change", "no change", "no runs"])
 def test_a_candidate_that_cannot_be_adopted_is_refused_before_anything_changes(tuned, why):
     config, cand, runs, recipe_runs = tuned
@@ -111,8 +155,8 @@ def test_a_candidate_that_cannot_be_adopted_is_refused_before_anything_changes(t
         (runs / "tiny-3" / "slow").mkdir()
         match = "exists; choose another name"
     elif why == "scenario change":
-        cand = parse_candidate("busy:arrival_rate=3")
-        match = "changes the scenario"
+        cand = parse_candidate("busy:arrival_rate=3,reward=per_cluster")
+        match = r"changes the scenario \(arrival_rate\)"
     elif why == "no change":
         cand = parse_candidate("same:train.lr=0.0003")
         match = "already has that value"

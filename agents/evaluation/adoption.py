@@ -3,7 +3,8 @@
 After ``benchmarks/tune.py`` shows that a candidate pays, three things make it the recipe, and
 :func:`plan_adoption` checks them all before :func:`apply_adoption` changes anything:
 
-* its ``train.``/``policy.`` values are written into ``configs/<scenario>.yaml``
+* its ``train.``/``policy.`` values, and the scenario keys that are learning choices
+  (:data:`~envs.config.LEARNING_KEYS`, the reward), are written into ``configs/<scenario>.yaml``
   (:func:`~agents.training.recipe_file.set_recipe_values`), and the file must then resolve to
   exactly the candidate's configuration;
 * the old recipe's seeds (``<recipe_runs>/<scenario>/s<k>``, the runs of ``reproduce.py``) move to
@@ -22,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.config import ConfigError, split_scenario_yaml
+from envs.config import LEARNING_KEYS, ConfigError, split_scenario_yaml
 
 from .seed_runs import SeedRun, finished, log_path, recipe_differences
 from .tuning import Candidate, run_dir
@@ -72,16 +73,18 @@ def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, 
     if not NAME_PATTERN.match(old_name) or old_name in (RECIPE, candidate.name):
         raise ConfigError(f"--old-name {old_name!r}: one plain word, other than {RECIPE!r} and the candidate's name")
     split = split_overrides(candidate.overrides)
-    if split.scenario:
-        raise ConfigError(f"--candidate {candidate.name} changes the scenario ({', '.join(split.scenario)}); "
-                          "only train.* and policy.* values are recipe values")
+    workload = [key for key in split.scenario if key not in LEARNING_KEYS]
+    if workload:
+        raise ConfigError(f"--candidate {candidate.name} changes the scenario ({', '.join(workload)}); only train.* "
+                          f"and policy.* values and the learning keys ({', '.join(LEARNING_KEYS)}) are recipe values")
     spec = prepare_run(config)
     try:
         new_spec = prepare_run(config, list(candidate.overrides))
     except ConfigError as exc:
         raise ConfigError(f"--candidate {candidate.name}: {exc}") from None
     before, after = resolved_config(spec), resolved_config(new_spec)
-    changed = [(section, key) for section, keys in (("policy", split.policy), ("train", split.train)) for key in keys]
+    changed = [(section, key) for section, keys in (("scenario", split.scenario), ("policy", split.policy),
+                                                    ("train", split.train)) for key in keys]
     values = {(section, key): after[section][key] for section, key in changed}
     unchanged = [f"{section}.{key}" for section, key in changed if before[section][key] == after[section][key]]
     if unchanged:
