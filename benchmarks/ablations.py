@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import scheduler_stats, write_json
     from agents.training import prepare_run
+    from agents.training.prepare import resolved_config
     from agents.training.checkpoints import RESULT_FILE
     from envs.config import ConfigError
 
@@ -130,8 +131,11 @@ def run(args: argparse.Namespace) -> int:
     specs = {}
     for scenario in scenarios:
         specs[scenario] = prepare_run(scenario)
-        for v in variants:  # every variant's overrides are valid for the scenario: checked before training
-            prepare_run(scenario, list(ABLATIONS[v].overrides))
+        for v in variants:  # every variant's overrides are valid for, and change, the scenario's recipe
+            variant = prepare_run(scenario, list(ABLATIONS[v].overrides))
+            if ABLATIONS[v].overrides and resolved_config(variant) == resolved_config(specs[scenario]):
+                raise ConfigError(f"variant {v} ({' '.join(ABLATIONS[v].overrides)}) is {scenario}'s recipe already; "
+                                  "leave it out with --variants")
     seeds = list(range(args.seeds))
     runs = Path(args.runs)
     jobs = [SeedRun(f"{name} {v} s{s}", scenario, s, run_dir(runs, name, v, s), ABLATIONS[v].overrides)

@@ -100,3 +100,11 @@ def test_ablations_bad_variant_is_one_line(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 2 and "unknown variant(s) ['nope']" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_variant_that_is_the_recipe_already_is_refused_before_training(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ablations.py"), "--scenarios", "synthetic-6",
+                           "--variants", "per-cluster-reward", "--runs", str(tmp_path / "r")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "is synthetic-6's recipe already" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()
