@@ -52,6 +52,9 @@ from .tuning import TUNING_DIR
 SEED_SPREAD_TARGET = 0.05
 #: the issue's CPU budget per training seed: a recipe that needs more says so on its page
 CPU_WALL_TARGET_S = 2 * 3600
+#: a seed whose best validation point came after this fraction of its env steps was still improving when its
+#: budget ran out (the page names it)
+LATE_BEST_FRACTION = 0.9
 #: validation baselines drawn beside the curves; the best of them is the rival a run must beat (:func:`validation_rival`)
 VALIDATION_BASELINES = "optimus,optimus:preemptive=false"
 #: the rival of result files written when it was fixed (before it was the best validation baseline)
@@ -259,6 +262,24 @@ def validation_rival(vmeans: Mapping[str, float | None]) -> tuple[str, float] | 
     return best
 
 
+def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
+    """The seeds whose best validation point came in the last tenth of their run
+    (:data:`LATE_BEST_FRACTION`): still improving when the budget ran out."""
+    return [r for r in rows if r.best_env_step is not None and r.env_steps > 0
+            and r.best_env_step > LATE_BEST_FRACTION * r.env_steps]
+
+
+def late_best_text(rows: Sequence[SeedRow]) -> str:
+    """The page's sentence on :func:`late_bests`."""
+    late = late_bests(rows)
+    tenth = f"the last {1 - LATE_BEST_FRACTION:.0%}"
+    if not late:
+        return f"Budget: no seed set its best validation point in {tenth} of its run."
+    which = ", ".join(f"s{r.seed} at {r.best_env_step:,} of {r.env_steps:,} env steps" for r in late)
+    return (f"Budget: {len(late)} of {len(rows)} seeds set their best validation point in {tenth} of their runs "
+            f"({which}): their curves were still going down when the budget ran out.")
+
+
 def steps_to_beat(points: Sequence[tuple[int, float]], rival: float | None) -> int | None:
     """The env step of the first validation point below ``rival`` (None: never, or no rival)."""
     if rival is None:
@@ -425,6 +446,7 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         if vs is not None:
             lines.append(f"Per-workload mean over seeds against {o[name_key]}: paired Δ "
                          f"{_interval_text(vs['mean_diff'], *vs['ci95'])}.")
+    lines += ["", late_best_text(r.rows)]
     lines += ["", "| target | met | evidence |", "|---|---|---|"]
     for what, met, evidence in verdicts(r):
         lines.append(f"| {what} | {'n/a' if met is None else ('**yes**' if met else 'no')} | {evidence} |")
