@@ -260,7 +260,7 @@ def test_the_page_names_the_seeds_still_improving_when_their_budget_ran_out(repr
     assert [r.seed for r in late_bests(late)] == [late[1].seed]
     assert late_best_text(late) == (
         f"Budget: 1 of 2 seeds set their best validation point in the last 10% of their runs (s{late[1].seed} at "
-        "1,000 of 1,000 env steps): their curves were still going down when the budget ran out.")
+        "1,000 of 1,000 env steps): they were still improving in the last tenth of the budget.")
     unknown = [dataclasses.replace(r, best_env_step=None) for r in late]  # resumed from a file older than the counter
     assert late_bests(unknown) == []
 

@@ -52,8 +52,8 @@ from .tuning import TUNING_DIR
 SEED_SPREAD_TARGET = 0.05
 #: the issue's CPU budget per training seed: a recipe that needs more says so on its page
 CPU_WALL_TARGET_S = 2 * 3600
-#: a seed whose best validation point came after this fraction of its env steps was still improving when its
-#: budget ran out (the page names it)
+#: a seed whose best validation point came after this fraction of its env steps was still improving late in its
+#: budget (the page names it)
 LATE_BEST_FRACTION = 0.9
 #: validation baselines drawn beside the curves; the best of them is the rival a run must beat (:func:`validation_rival`)
 VALIDATION_BASELINES = "optimus,optimus:preemptive=false"
@@ -264,7 +264,7 @@ def validation_rival(vmeans: Mapping[str, float | None]) -> tuple[str, float] | 
 
 def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
     """The seeds whose best validation point came in the last tenth of their run
-    (:data:`LATE_BEST_FRACTION`): still improving when the budget ran out."""
+    (:data:`LATE_BEST_FRACTION`): still improving in the last tenth of the budget."""
     return [r for r in rows if r.best_env_step is not None and r.env_steps > 0
             and r.best_env_step > LATE_BEST_FRACTION * r.env_steps]
 
@@ -277,7 +277,7 @@ def late_best_text(rows: Sequence[SeedRow]) -> str:
         return f"Budget: no seed set its best validation point in {tenth} of its run."
     which = ", ".join(f"s{r.seed} at {r.best_env_step:,} of {r.env_steps:,} env steps" for r in late)
     return (f"Budget: {len(late)} of {len(rows)} seeds set their best validation point in {tenth} of their runs "
-            f"({which}): their curves were still going down when the budget ran out.")
+            f"({which}): they were still improving in the last tenth of the budget.")
 
 
 def steps_to_beat(points: Sequence[tuple[int, float]], rival: float | None) -> int | None:
