@@ -245,7 +245,7 @@ def test_the_page_says_whether_a_seed_trained_within_the_cpu_budget(reproduced):
     assert not [what for what, _, _ in verdicts(on_gpu) if "wall time" in what]  # the budget is the CPU's
 
 
-def test_the_page_names_the_seeds_still_improving_when_their_budget_ran_out(reproduced):
+def test_the_page_names_the_seeds_still_improving_late_in_their_budget(reproduced):
     import dataclasses
 
     from agents.evaluation.results import late_best_text, late_bests, read_results
@@ -254,13 +254,13 @@ def test_the_page_names_the_seeds_still_improving_when_their_budget_ran_out(repr
     results = read_results(tmp / "results" / "tiny-3.json")
     assert late_best_text(results.rows) in (tmp / "results" / "tiny-3.md").read_text()
     early = [dataclasses.replace(r, env_steps=1000, best_env_step=step) for r, step in zip(results.rows, (900, 0))]
-    assert late_bests(early) == []  # 900 of 1000 is not past the last tenth
+    assert late_bests(early) == []  # 900 of 1000 is not past LATE_BEST_FRACTION
     assert late_best_text(early) == "Budget: no seed set its best validation point in the last 10% of its run."
     late = [early[0], dataclasses.replace(early[1], best_env_step=1000)]
     assert [r.seed for r in late_bests(late)] == [late[1].seed]
     assert late_best_text(late) == (
         f"Budget: 1 of 2 seeds set their best validation point in the last 10% of their runs (s{late[1].seed} at "
-        "1,000 of 1,000 env steps): they were still improving in the last tenth of the budget.")
+        "1,000 of 1,000 env steps): they were still improving that late in the budget.")
     unknown = [dataclasses.replace(r, best_env_step=None) for r in late]  # resumed from a file older than the counter
     assert late_bests(unknown) == []
 

@@ -263,8 +263,8 @@ def validation_rival(vmeans: Mapping[str, float | None]) -> tuple[str, float] | 
 
 
 def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
-    """The seeds whose best validation point came in the last tenth of their run
-    (:data:`LATE_BEST_FRACTION`): still improving in the last tenth of the budget."""
+    """The seeds whose best validation point came after :data:`LATE_BEST_FRACTION` of their env steps:
+    still improving that late in their budget."""
     return [r for r in rows if r.best_env_step is not None and r.env_steps > 0
             and r.best_env_step > LATE_BEST_FRACTION * r.env_steps]
 
@@ -272,12 +272,12 @@ def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
 def late_best_text(rows: Sequence[SeedRow]) -> str:
     """The page's sentence on :func:`late_bests`."""
     late = late_bests(rows)
-    tenth = f"the last {1 - LATE_BEST_FRACTION:.0%}"
+    last = f"the last {1 - LATE_BEST_FRACTION:.0%}"
     if not late:
-        return f"Budget: no seed set its best validation point in {tenth} of its run."
+        return f"Budget: no seed set its best validation point in {last} of its run."
     which = ", ".join(f"s{r.seed} at {r.best_env_step:,} of {r.env_steps:,} env steps" for r in late)
-    return (f"Budget: {len(late)} of {len(rows)} seeds set their best validation point in {tenth} of their runs "
-            f"({which}): they were still improving in the last tenth of the budget.")
+    return (f"Budget: {len(late)} of {len(rows)} seeds set their best validation point in {last} of their runs "
+            f"({which}): they were still improving that late in the budget.")
 
 
 def steps_to_beat(points: Sequence[tuple[int, float]], rival: float | None) -> int | None:
