@@ -1,7 +1,7 @@
 """End-to-end training throughput: what ``train.py`` does per collection + PPO update.
 
 Builds the run exactly as ``train.py`` would (``agents.training.prepare_run``, the chosen
-vector env, the policy, tianshou's collector and buffer, :class:`~agents.training.ppo.MultiAgentPPO`),
+vector env, the policy, tianshou's collector and buffer, :class:`~agents.training.tianshou_glue.algorithm.MultiAgentPPO`),
 then times ``--iterations`` rounds of *collect ``collect_steps`` env steps, then one PPO update*
 after one untimed warm-up round. No evaluation, no checkpoints, no TensorBoard. Usage::
 

@@ -303,14 +303,16 @@ def test_policy_config_encoder_field():
 
 # ------------------------------------------------------------------ vectorised per-agent GAE
 def test_vectorised_gae_equals_tianshou_per_column():
-    """``MultiAgentPPO._gae_columns`` == tianshou's ``compute_episodic_return`` per agent column
+    """Per-agent GAE (:func:`~agents.training.gae.gae_advantages` on the episode structure
+    :meth:`MultiAgentPPO.episode_structure` reads) == tianshou's ``compute_episodic_return`` per agent column
     on a multi-env buffer with terminations, truncations, unfinished episodes and wrap-around."""
     from types import SimpleNamespace
 
     from tianshou.algorithm.algorithm_base import Algorithm
     from tianshou.data import Batch, VectorReplayBuffer
 
-    from agents.training.ppo import MultiAgentPPO
+    from agents.training.gae import gae_advantages
+    from agents.training.tianshou_glue.algorithm import MultiAgentPPO
 
     rng = np.random.default_rng(0)
     n_env, n_agents = 4, 3
@@ -327,9 +329,11 @@ def test_vectorised_gae_equals_tianshou_per_column():
     rew = rng.normal(size=(T, n_agents))
     v_s = rng.normal(size=(T, n_agents))
     v_next = rng.normal(size=(T, n_agents))
-    fake = SimpleNamespace(value_mask=Algorithm.value_mask, gamma=0.97)
+    fake = SimpleNamespace(value_mask=Algorithm.value_mask)
+    bootstrap, end_flag = MultiAgentPPO.episode_structure(fake, batch, buf, indices)
     for lam in (0.95, 1.0):
-        ret, adv = MultiAgentPPO._gae_columns(fake, batch, buf, indices, rew, v_s, v_next, lam)
+        adv = gae_advantages(v_s, v_next * bootstrap[:, None], rew, end_flag, 0.97, lam)
+        ret = adv + v_s
         for i in range(n_agents):
             col = Batch(rew=rew[:, i], terminated=batch.terminated, truncated=batch.truncated)
             r_ref, a_ref = Algorithm.compute_episodic_return(

@@ -18,7 +18,7 @@ from tianshou.utils.torch_utils import policy_within_training_step, torch_train_
 
 from agents.training import build_algorithm, make_collectors, run_training, training_envs
 from agents.training.config import BEHAVIOUR, OLD_STATS, RECOMPUTE, TrainConfig
-from agents.training.ppo import MultiAgentPPO
+from agents.training.tianshou_glue.algorithm import MultiAgentPPO
 from envs.config import ConfigError
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""The PPO loss of :class:`agents.training.ppo.MultiAgentPPO` against a hand computation, with ratios pushed
+"""The PPO loss of :class:`agents.training.tianshou_glue.algorithm.MultiAgentPPO` against a hand computation, with ratios pushed
 well outside ``1 ± eps_clip``: the clip's four cases (which branch of the min carries the gradient),
 the entropy bonus's sign, the masked (skipped) entries and the logged ``loss`` = policy +
 vf · value − ent · entropy.
@@ -16,7 +16,7 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch
 from torch import nn
 
-from agents.training.ppo import JointActorPolicy, MultiAgentPPO
+from agents.training.tianshou_glue.algorithm import JointActorPolicy, MultiAgentPPO
 from envs.observation import KEYS
 
 EPS = 0.2
@@ -122,3 +122,35 @@ def test_a_clipped_entry_carries_no_policy_gradient_and_the_entropy_bonus_lowers
     assert g[1, 1] < 0.0  # ratio 0.5, advantage +0.7: unclipped, raising the probability lowers the loss
     assert g[2, 1] == 0.0  # skipped
     assert (net.entropy.grad.numpy()[~SKIP] < 0).all()  # more entropy, lower loss
+
+
+@pytest.mark.parametrize("value_clip", [False, True])
+def test_the_loss_function_equals_the_hand_computation(value_clip):
+    """:func:`agents.training.loss.mappo_loss` alone, on the same entries: the three terms, the
+    total, the clip fraction and the gradients, with the value clip written out too."""
+    from agents.training.loss import STAT_NAMES, mappo_loss
+
+    net, _, mb, entropy, value, returns = _minibatch(False)
+    (policy_loss, value_loss, ent), (g_logp, g_entropy, g_value), _ = _hand(entropy, value, returns, False)
+    value_old = value + np.array([[0.5, -0.5], [0.05, 0.0], [-0.3, 0.3], [0.0, 0.1]])  # two beyond the clip
+    if value_clip:
+        clipped = value_old + np.clip(value - value_old, -EPS, EPS)
+        err, err_clipped = (returns - value) ** 2, (returns - clipped) ** 2
+        value_loss = np.maximum(err, err_clipped).mean()
+        # where the clipped error is the larger one, the value gets no gradient
+        g_value = np.where(err >= err_clipped, VF * 2.0 * (value - returns) / value.size, 0.0)
+        assert (err < err_clipped).any() and (err > err_clipped).any()
+    out = mappo_loss(
+        net.logp, net.entropy, net.val, log_prob_old=mb.logp_old, advantages=mb.adv, returns=mb.returns,
+        value_old=torch.tensor(value_old, dtype=torch.float32), active=~mb.skip, eps_clip=EPS,
+        value_clip=value_clip, vf_coef=VF, ent_coef=ENT,
+    )
+    out.loss.backward()
+    stats = dict(zip(STAT_NAMES, out.stats.double().numpy()))
+    np.testing.assert_allclose([stats["policy_loss"], stats["value_loss"], stats["entropy"]],
+                               [policy_loss, value_loss, ent], rtol=1e-5)
+    np.testing.assert_allclose(float(out.loss.detach()), policy_loss + VF * value_loss - ENT * ent, rtol=1e-5)
+    outside = (RATIO < 1 - EPS) | (RATIO > 1 + EPS)
+    assert stats["clip_fraction"] == (outside & ~SKIP).sum()  # a count: the caller divides by the active entries
+    for param, expected in zip((net.logp, net.entropy, net.val), (g_logp, g_entropy, g_value)):
+        np.testing.assert_allclose(param.grad.double().numpy(), expected, rtol=1e-4, atol=1e-7)

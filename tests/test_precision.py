@@ -14,7 +14,7 @@ from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest r
 
 from agents.policy import PolicyConfig, TapFingerPolicy
 from agents.training.config import TrainConfig
-from agents.training.ppo import JointActorPolicy
+from agents.training.tianshou_glue.algorithm import JointActorPolicy
 from agents.training.precision import BFLOAT16, FLOAT32, PRECISIONS, autocast, check_precision
 from envs.config import ConfigError
 from envs.gym_env import EdgeClustersEnv

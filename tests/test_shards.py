@@ -98,7 +98,7 @@ def test_a_sharded_update_step_equals_the_whole_minibatch_step(tmp_path: Path):
 
     # PPO's loss terms, written out with masked means over the whole minibatch
     with torch.no_grad():
-        logp, entropy, _, value = algorithm._evaluate(obs_to_torch(batch.obs), batch.act)
+        logp, entropy, _, value = algorithm.evaluate(obs_to_torch(batch.obs), batch.act)
     active = ~batch.skip
     masked_mean = lambda x: (x * active).sum() / active.sum()  # noqa: E731
     adv = batch.adv

@@ -17,7 +17,7 @@ import torch
 
 import train as train_cli
 from agents.training.config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN, TrainConfig, split_overrides
-from agents.training.ppo import MultiAgentPPO
+from agents.training.tianshou_glue.algorithm import MultiAgentPPO
 from agents.training import (
     BEST,
     LAST,
@@ -397,14 +397,12 @@ def test_per_agent_gae_matches_a_hand_computation(penalty):
     v_next = np.array([[0.2, -0.4], [1.5, 0.0], [9.0, 9.0]])  # terminal next value is masked out
 
     class Stub:
-        gamma, gae_lambda, return_scaling, _eps = 1.0, 0.5, False, 1e-8
+        gamma, gae_lambda, return_scaling = 1.0, 0.5, False
         lost_claim_penalty = penalty
-        _pre_stats: dict = {}
+        batch_stats: dict = {}
         device = torch.device("cpu")
-        compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
         value_mask = staticmethod(MultiAgentPPO.value_mask)
-        _gae_columns = MultiAgentPPO._gae_columns
-        _shaped_rewards = MultiAgentPPO._shaped_rewards
+        episode_structure = MultiAgentPPO.episode_structure
 
         def _values(self, obs):
             return torch.as_tensor(v_next, dtype=torch.float32)
@@ -424,8 +422,8 @@ def test_per_agent_gae_matches_a_hand_computation(penalty):
             expected[t, i] = gae
     np.testing.assert_allclose(out.adv.numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.returns.numpy(), expected + v, rtol=1e-5, atol=1e-5)
-    assert Stub._pre_stats["return_scale"] == 1.0  # no return scaling: targets are the returns
-    assert Stub._pre_stats["return_std"] == pytest.approx(float(np.std(expected + v)))
+    assert Stub.batch_stats["return_scale"] == 1.0  # no return scaling: targets are the returns
+    assert Stub.batch_stats["return_std"] == pytest.approx(float(np.std(expected + v)))
 
 
 def test_return_scale_divides_the_value_targets_and_is_reported():
@@ -433,7 +431,8 @@ def test_return_scale_divides_the_value_targets_and_is_reported():
     the running std in place before the update; the update reports that divisor and the batch's
     own spread of unscaled returns."""
     from tianshou.data import Batch, ReplayBuffer
-    from tianshou.utils.statistics import RunningMeanStd
+
+    from agents.training.return_scale import ReturnScale
 
     buf = ReplayBuffer(8)
     rew = np.array([[-40.0, -20.0], [-60.0, 0.0], [-30.0, -10.0]])
@@ -444,52 +443,46 @@ def test_return_scale_divides_the_value_targets_and_is_reported():
     v = np.array([[0.5, 1.0], [0.2, -0.4], [1.5, 0.0]])  # in units of the running std
 
     class Stub:
-        gamma, gae_lambda, return_scaling, return_scaling_window, _eps = 1.0, 1.0, True, None, 0.0
+        gamma, gae_lambda, return_scaling = 1.0, 1.0, True
         lost_claim_penalty = 0.0
-        _pre_stats: dict = {}
+        batch_stats: dict = {}
         device = torch.device("cpu")
-        ret_rms = RunningMeanStd()
-        compute_episodic_return = staticmethod(MultiAgentPPO.compute_episodic_return)
+        return_scale = ReturnScale()
         value_mask = staticmethod(MultiAgentPPO.value_mask)
-        _gae_columns = MultiAgentPPO._gae_columns
-        _shaped_rewards = MultiAgentPPO._shaped_rewards
-        _update_return_stats = MultiAgentPPO._update_return_stats
+        episode_structure = MultiAgentPPO.episode_structure
 
         def _next_values(self, batch, buffer, indices, v_s):  # the next step's value; the terminal one is masked
             return torch.cat([v_s[1:], torch.full_like(v_s[:1], 9.0)])
 
-    Stub.ret_rms.mean, Stub.ret_rms.var, Stub.ret_rms.count = 0.0, 400.0, 10**9  # std 20, frozen by the count
+    Stub.return_scale.load_state({"mean": 0.0, "var": 400.0, "count": 10**9})  # std 20, frozen by the count
     batch.v_s = torch.as_tensor(v, dtype=torch.float32)
     out = MultiAgentPPO._add_returns_and_advantages(Stub(), batch, buf, idx)
     mc = np.cumsum(rew[::-1], axis=0)[::-1]  # gamma = lambda = 1: returns are the rewards to go
     np.testing.assert_allclose(out.returns.numpy(), mc / 20.0, rtol=1e-5)
     np.testing.assert_allclose(out.adv.numpy(), mc - 20.0 * v, rtol=1e-5)
-    assert Stub._pre_stats["return_scale"] == pytest.approx(20.0)
-    assert Stub._pre_stats["return_std"] == pytest.approx(float(np.std(mc)))
+    assert Stub.batch_stats["return_scale"] == pytest.approx(20.0)
+    assert Stub.batch_stats["return_std"] == pytest.approx(float(np.std(mc)))
 
 
 @pytest.mark.parametrize("window", [None, 512])
 def test_return_scaling_window_lets_the_scale_follow_the_current_returns(window):
     """A first batch of returns 100x wider than the rest: the all-history std stays near that
     width; a window forgets it geometrically and ends at the recent returns' spread."""
-    from tianshou.utils.statistics import RunningMeanStd
+    from agents.training.return_scale import ReturnScale
 
-    class Stub:
-        ret_rms = RunningMeanStd()
-        return_scaling_window = window
-        _update_return_stats = MultiAgentPPO._update_return_stats
-
-    stub, rng, n_agents = Stub(), np.random.default_rng(0), 3
-    stub._update_return_stats(rng.normal(-5000.0, 1000.0, size=(256, n_agents)))
+    scale, rng, n_agents = ReturnScale(window), np.random.default_rng(0), 3
+    scale.update(rng.normal(-5000.0, 1000.0, size=(256, n_agents)))
     for _ in range(40):
-        stub._update_return_stats(rng.normal(-300.0, 10.0, size=(256, n_agents)))
-    std = math.sqrt(stub.ret_rms.var)
+        scale.update(rng.normal(-300.0, 10.0, size=(256, n_agents)))
+    state = scale.state()
+    std = math.sqrt(state["var"])
+    assert scale.value == pytest.approx(std)
     if window is None:
-        assert stub.ret_rms.count == 41 * 256 * n_agents
+        assert state["count"] == 41 * 256 * n_agents
         assert std > 100.0  # the random-policy era still sets the scale
     else:
-        assert stub.ret_rms.count == window * n_agents  # the cap is in env steps, x the agents
-        assert 9.0 < std < 11.5 and abs(stub.ret_rms.mean + 300.0) < 2.0
+        assert state["count"] == window * n_agents  # the cap is in env steps, x the agents
+        assert 9.0 < std < 11.5 and abs(state["mean"] + 300.0) < 2.0
 
 
 def test_return_scaling_window_is_validated():
@@ -587,7 +580,7 @@ def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_p
         assert torch.equal(net.state_dict()[k], v), k
     assert any(not torch.equal(fresh[k], v) for k, v in trained.state_dict().items())
     scaler = load_checkpoint(src)["return_scaler"]
-    assert algorithm.return_scaler_state()["var"] == pytest.approx(scaler["var"])
+    assert algorithm.return_scale.state()["var"] == pytest.approx(scaler["var"])
 
 
 @pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False)])

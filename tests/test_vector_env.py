@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tianshou.data import Batch, VectorReplayBuffer
 
-from agents.training.vector_env import BatchedReplayBuffer
+from agents.training.tianshou_glue.collector import BatchedReplayBuffer
 
 
 def _rollout(rng: np.random.Generator, n: int, steps: int) -> list[tuple[Batch, np.ndarray]]:
@@ -193,8 +193,9 @@ def test_batch_collector_fills_the_buffer_like_the_stock_collector() -> None:
     from tianshou.utils.torch_utils import policy_within_training_step
 
     from agents.policy import PolicyConfig, TapFingerPolicy
-    from agents.training.ppo import JointActorPolicy
-    from agents.training.vector_env import BatchCollector, BatchVectorEnv
+    from agents.training.tianshou_glue.algorithm import JointActorPolicy
+    from agents.training.tianshou_glue.collector import BatchCollector
+    from agents.training.vector_env import BatchVectorEnv
     from envs import load_scenario
     from envs.observation import KEYS, ObservationSpec
 

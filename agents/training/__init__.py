@@ -12,8 +12,12 @@ resume); :func:`run_training` trains it with tianshou 2.0's on-policy trainer. O
   checks, the learner process's settings, ``config.yaml``;
 * :mod:`.rundir` -- run directories: exclusive creation, the lock, run ids, ``config.yaml``'s name;
 * :mod:`.budget` -- the plan's size (env steps, memory), checked before anything is built;
-* :mod:`.ppo` -- :class:`~agents.training.ppo.MultiAgentPPO`, multi-agent PPO as a tianshou algorithm;
-* :mod:`.vector_env` -- the batched simulator as a tianshou vector env, its collector and buffer;
+* :mod:`.loss` -- the MAPPO loss with the paper's masked per-agent terms (eqs. 12-14);
+* :mod:`.gae` -- per-agent GAE and the rewards it reads; :mod:`.return_scale` -- the value targets' scale;
+* :mod:`.tianshou_glue` -- everything that overrides or reads tianshou's private surface:
+  :class:`~agents.training.tianshou_glue.algorithm.MultiAgentPPO` (the loss, GAE and return
+  scaling as a tianshou algorithm), the collector and buffer without per-env loops, the trainer;
+* :mod:`.vector_env` -- the batched simulator as a tianshou vector env;
 * :mod:`.precision` -- ``train.precision``: bfloat16 autocast of the network passes;
 * :mod:`.shards` -- ``train.shards``: a batch's rows split over parallel CPU threads;
 * :mod:`.malloc` -- ``train.malloc``: glibc ``malloc`` settings that keep freed memory in the process;

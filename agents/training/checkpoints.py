@@ -27,7 +27,7 @@ from .config import TrainConfig
 from .rng import rng_state
 
 if TYPE_CHECKING:
-    from .ppo import MultiAgentPPO
+    from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
 
 LAST = "last.pt"
@@ -70,7 +70,7 @@ def training_state(algorithm: MultiAgentPPO, counters: dict[str, Any], train: Tr
         "counters": counters,
         "rng": rng_state(),
         "train_config": train.to_dict(),
-        "return_scaler": algorithm.return_scaler_state(),
+        "return_scaler": algorithm.return_scale.state(),
     }
 
 
@@ -80,7 +80,7 @@ def learner_state(algorithm: MultiAgentPPO) -> dict[str, Any]:
     return {
         "model": _copied(algorithm.policy.net.state_dict()),
         "optimizer": _copied(algorithm.optim.state_dict()),
-        "return_scaler": algorithm.return_scaler_state(),
+        "return_scaler": algorithm.return_scale.state(),
         "gradient_steps": int(algorithm.gradient_steps),
         "update_step": int(algorithm.update_count),
     }
@@ -96,7 +96,7 @@ def load_learner_state(algorithm: MultiAgentPPO, state: Mapping[str, Any]) -> No
     """Put back a :func:`learner_state` (or the same keys read from a checkpoint)."""
     algorithm.policy.net.load_state_dict(state["model"])
     algorithm.optim.load_state_dict(state["optimizer"])
-    algorithm.load_return_scaler_state(state["return_scaler"])
+    algorithm.return_scale.load_state(state["return_scaler"])
     algorithm.gradient_steps = int(state["gradient_steps"])
     algorithm.update_count = int(state["update_step"])
 

@@ -47,7 +47,7 @@ from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics
 from envs.observation import KEYS
 
-from .ppo import gae_advantages
+from .gae import gae_advantages
 
 #: a DAgger episode of the clone ends after this many times the teacher's mean rounds per episode
 STUDENT_ROUNDS_FACTOR = 4
@@ -105,7 +105,7 @@ def offered_only(action: np.ndarray, feasible: np.ndarray) -> np.ndarray:
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """Per-column discounted return-to-go of one episode's rewards ``(T, N)``: GAE with zero
-    values and lambda 1 (:func:`agents.training.ppo.gae_advantages`)."""
+    values and lambda 1 (:func:`agents.training.gae.gae_advantages`)."""
     zeros = np.zeros(rewards.shape)
     return gae_advantages(zeros, zeros, rewards.astype(np.float64), np.zeros(len(rewards), dtype=bool), gamma, 1.0)
 
@@ -213,7 +213,7 @@ class CloneResult:
     wall_s: float = 0.0
 
     def return_scaler_state(self) -> dict[str, float | int]:
-        """The returns' statistics in the form of :meth:`agents.training.ppo.MultiAgentPPO.load_return_scaler_state`."""
+        """The returns' statistics in the form of :meth:`agents.training.return_scale.ReturnScale.load_state`."""
         return {"mean": self.return_mean, "var": self.return_var, "count": self.return_count}
 
 

@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import torch
-from tianshou.algorithm.algorithm_base import TrainingStats
 from tianshou.algorithm.optim import AdamOptimizerFactory
-from tianshou.data import EpochStats
-from tianshou.data.collector import CollectStatsBase
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 from torch.utils.tensorboard import SummaryWriter
 
@@ -28,7 +25,7 @@ from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from . import rundir
-from .checkpoints import BEST, LAST, RESULT_FILE, learner_state, load_learner_state, restore
+from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .config import ARGMAX
 from .envs import evaluation_envs, training_envs
 from .logger import RunLogger
@@ -37,14 +34,16 @@ from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
 from .session import Session, earlier_devices
 from .stats import SchedulingCollectStats
-from .vector_env import BatchCollector, BatchedReplayBuffer, WorkerDied
+from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
+from .tianshou_glue.trainer import GridTrainer
+from .vector_env import WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
 
 if TYPE_CHECKING:
     from agents.policy.network import TapFingerPolicy
 
     from .envs import VectorEnv
-    from .ppo import MultiAgentPPO
+    from .tianshou_glue.algorithm import MultiAgentPPO
 
 #: ring size per env of the evaluation collector's buffer (evaluation keeps no data; read by
 #: :func:`make_collectors` at call time, so it may be patched here)
@@ -148,11 +147,11 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
 
 
 def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tuple[MultiAgentPPO, TapFingerPolicy]:
-    """The network, the tianshou policy and :class:`~agents.training.ppo.MultiAgentPPO`."""
-    # imported on first use: agents.training.ppo and agents.policy load the graph networks (torch-geometric)
+    """The network, the tianshou policy and :class:`~agents.training.tianshou_glue.algorithm.MultiAgentPPO`."""
+    # imported on first use: the algorithm and agents.policy load the graph networks (torch-geometric)
     from agents.policy.network import TapFingerPolicy
 
-    from .ppo import JointActorPolicy, MultiAgentPPO
+    from .tianshou_glue.algorithm import JointActorPolicy, MultiAgentPPO
 
     net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
     t = spec.train
@@ -192,8 +191,8 @@ def make_collectors(
 ) -> tuple[BatchCollector, BatchCollector | None]:
     """The training collector (a buffer sized for one collection) and the evaluation collector.
 
-    Both are :class:`~agents.training.vector_env.BatchCollector` over a
-    :class:`~agents.training.vector_env.BatchedReplayBuffer` (tianshou's classes with the per-env Python
+    Both are :class:`~agents.training.tianshou_glue.collector.BatchCollector` over a
+    :class:`~agents.training.tianshou_glue.collector.BatchedReplayBuffer` (tianshou's classes with the per-env Python
     loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
     """
     t = spec.train
@@ -248,58 +247,6 @@ def trainer_params(
         verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
         show_progress=t.progress,
     )
-
-
-class GridTrainer(OnPolicyTrainer):
-    """tianshou's on-policy trainer that keeps a fresh run's evaluation grid across resumes.
-
-    Its first epoch asks for ``first_epoch_steps`` env steps and every later one for
-    ``params.epoch_num_steps``, so a run resumed inside an evaluation interval finishes that
-    interval first (:meth:`~agents.training.config.TrainConfig.interval_plan`). Such a run also
-    skips tianshou's evaluation at start-up, which would evaluate (and could select) weights at
-    an env step an uninterrupted run never evaluates; a run starting on the grid keeps it (at
-    step 0, or the evaluation of an interval whose end was saved just before it). An update
-    interrupted part-way is undone (:meth:`_update_step`).
-    """
-
-    def __init__(self, algorithm: MultiAgentPPO, params: OnPolicyTrainerParams, first_epoch_steps: int) -> None:
-        super().__init__(algorithm, params)
-        self._next_epoch_steps = first_epoch_steps
-
-    def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
-        if self._next_epoch_steps == self.params.epoch_num_steps:  # starting on the grid
-            return super().reset(reset_collectors, reset_collector_buffers)
-        test, self.params.test_collector = self.params.test_collector, None  # no start-up evaluation
-        try:
-            super().reset(reset_collectors, reset_collector_buffers)
-        finally:
-            self.params.test_collector = test
-        if reset_collectors and test is not None:
-            test.reset(reset_buffer=reset_collector_buffers)
-        # tianshou starts from a score of 0 that the start-up evaluation replaces; scores are
-        # -mean JCT < 0, so the first evaluation must count as a new best (the session's
-        # save_best_fn keeps the best over the whole run)
-        self._best_score = -math.inf
-
-    def execute_epoch(self) -> EpochStats:
-        full, self.params.epoch_num_steps = self.params.epoch_num_steps, self._next_epoch_steps
-        try:
-            return super().execute_epoch()
-        finally:
-            self.params.epoch_num_steps = self._next_epoch_steps = full
-
-    def _update_step(self, collect_stats: CollectStatsBase | None = None) -> TrainingStats:
-        """One update, all or nothing. tianshou counts a training step's env steps only once its
-        update is done, so Ctrl-C or SIGTERM part-way through an update puts back the weights,
-        optimizer, return scaling and counters the update started from: ``last.pt`` then holds
-        weights trained on exactly the env steps its counters say, and the resumed run collects
-        that batch again instead of training on top of a partial update."""
-        before = learner_state(self.algorithm)
-        try:
-            return super()._update_step(collect_stats)
-        except KeyboardInterrupt:
-            load_learner_state(self.algorithm, before)
-            raise
 
 
 def _restored_steps(spec: RunSpec) -> tuple[int, int, int] | None:

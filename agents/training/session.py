@@ -28,13 +28,14 @@ from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_
 from .monitor import SystemMonitor
 from .rundir import CONFIG_FILE, RUN_ID
 from .stats import SchedulingCollectStats, evaluation_score
+from .tianshou_glue.trainer import trainer_env_step
 
 if TYPE_CHECKING:
     from tianshou.algorithm import Algorithm
     from tianshou.trainer import OnPolicyTrainer
     from torch.utils.tensorboard import SummaryWriter
 
-    from .ppo import MultiAgentPPO
+    from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
 
 
@@ -105,12 +106,9 @@ class Session:
 
     # ------------------------------------------------------------------ counters / saving
     def env_step(self) -> int:
-        trainer = self.trainer
-        # tianshou 2.0.1's Trainer keeps its env-step counter only in the private ``_env_step``
-        # (no public property; the callbacks get it as an argument, the loop's end does not)
-        if trainer is not None and hasattr(trainer, "_env_step"):
-            return int(trainer._env_step)
-        return self.last_save_env_step
+        """The env steps trained so far: the trainer's count, or before it counts, the last save's."""
+        counted = None if self.trainer is None else trainer_env_step(self.trainer)
+        return self.last_save_env_step if counted is None else counted
 
     def counters(self, env_step: int | None = None, epoch: int | None = None) -> dict[str, Any]:
         return {

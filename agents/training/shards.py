@@ -9,7 +9,7 @@ so the shards compute the rows the whole batch would (to float round-off).
 
 The PPO update runs the forward and backward pass of each minibatch's shards, the gradients
 summing into the parameters' ``.grad``, and the old-statistics pass of ``old_stats="recompute"``
-on shards too (:class:`agents.training.ppo.MultiAgentPPO`). Acting is not sharded: a collection
+on shards too (:class:`agents.training.tianshou_glue.algorithm.MultiAgentPPO`). Acting is not sharded: a collection
 pass, with no backward, is bound by Python work under the GIL, so shards gain nothing over the
 intra-op threads there. Autocast and grad modes are thread-local: the function a shard runs
 enters its own.

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
     from .imitation import WarmStartResult
-    from .ppo import MultiAgentPPO
+    from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
 
 
@@ -31,7 +31,7 @@ def warm_start(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) ->
         gamma=t.resolved_gamma(spec.scenario.mode), seed=t.seed, seed_low=TRAIN_SEED_MIN, vf_coef=t.vf_coef,
         log=lambda line: print(line, flush=True) if spec.eval_lines else None,
     )
-    algorithm.load_return_scaler_state(result.clones[-1].return_scaler_state())
+    algorithm.return_scale.load_state(result.clones[-1].return_scaler_state())
     return result
 
 
@@ -69,7 +69,7 @@ def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.
     net.load_state_dict(trained.state_dict())
     scaler = meta.get("return_scaler")
     if isinstance(scaler, dict):
-        algorithm.load_return_scaler_state(scaler)
+        algorithm.return_scale.load_state(scaler)
     line = f"init_from: weights of {path} (trained on {meta['scenario'].name})"
     if spec.eval_lines:
         print(line, flush=True)

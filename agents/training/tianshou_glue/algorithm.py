@@ -1,34 +1,22 @@
-"""Multi-agent PPO for the joint "super-agent" env, as a subclass of tianshou's :class:`PPO`.
+"""Multi-agent PPO as a tianshou algorithm: the policy adapter and :class:`MultiAgentPPO`.
 
-The Gymnasium env (``envs.gym_env``) is one joint agent whose action is ``(N, 3)``: per cluster
-``[slot, allocation, lost flag]`` (ecosystem.md Appendix A2). This module adapts the
-:class:`~agents.policy.TapFingerPolicy` network to tianshou and changes what PPO optimises:
+The Gymnasium env (:mod:`envs.gym_env`) is one joint agent whose action is ``(N, 3)``: per
+cluster ``[slot, allocation, lost flag]``. This module connects the
+:class:`~agents.policy.network.TapFingerPolicy` network to tianshou; the learning rule itself
+lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per-agent GAE) and
+:mod:`agents.training.return_scale` (the value targets' scale).
 
 * :class:`JointActorPolicy` -- the tianshou ``Policy``: samples the joint action (Bayes
-  conflict resolution included) with ``TapFingerPolicy.act``; outside training steps (evaluation)
-  deterministic, or sampled with ``deterministic_eval=False`` (``train.eval_action=sample``),
-  with its own seeded generator for samples and conflict ties. It runs without
-  gradients and stores the behaviour log-probabilities in the buffer (``policy.logp``) as a
-  consistency diagnostic (with ``train.old_stats=behaviour`` also the skip flags and critic
-  values, ``policy.skip`` / ``policy.value``, which the update then uses).
-* :class:`ActorAdapter` / :class:`CriticAdapter` -- thin ``nn.Module`` views of the same
-  network, so tianshou's ``ActorCritic`` optimiser sees every parameter exactly once.
-* :class:`MultiAgentPPO` -- keeps everything per agent:
-
-  - GAE per agent on ``info["agent_rewards"]`` (B, N) with the centralised critic's
-    per-agent values (tianshou's ``compute_episodic_return`` semantics, vectorised over the
-    agent columns: :func:`gae_advantages`);
-  - ``logp_old`` / skip flags / values per agent from ``evaluate`` on the STORED
-    observations and actions (the paper's eqs. 12-14: a conflict loser keeps only its task
-    selection term, a skipped agent contributes nothing), or, with ``old_stats="behaviour"``,
-    the collection step's own (the same quantities of the same network, without the extra pass);
-  - per-agent clipped ratios; the surrogate and entropy are averaged over non-skipped
-    (sample, agent) entries; the value loss over all of them;
-  - diagnostics: approx KL, clip fraction, explained variance, behaviour/recomputed
-    log-prob mismatch.
-
-``train.precision=bfloat16`` (:mod:`agents.training.precision`) runs the network passes of collection
-and of the update under bfloat16 autocast; validation (outside training steps) runs float32.
+  conflict resolution included) with ``TapFingerPolicy.act``; outside training steps
+  (evaluation) deterministic, or sampled with ``deterministic_eval=False``
+  (``train.eval_action=sample``) from a generator seeded per workload. It stores the behaviour
+  log-probabilities (``policy.logp``), and with ``train.old_stats=behaviour`` also the skip
+  flags and critic values (``policy.skip`` / ``policy.value``), which the update then uses.
+* :class:`MultiAgentPPO` -- tianshou's ``PPO`` with three of its private steps replaced
+  (tianshou 2.0.1): ``_preprocess_batch`` (old log-probs, skip flags and values),
+  ``_add_returns_and_advantages`` (per-agent GAE and return scaling) and
+  ``_update_with_batch`` (minibatches through :func:`~agents.training.loss.mappo_loss`, on row
+  shards in parallel threads with ``train.shards``, under ``train.precision``).
 """
 
 from __future__ import annotations
@@ -57,9 +45,12 @@ from agents.policy.noise import episode_generator
 from agents.policy.observations import obs_to_torch
 from envs.workload import rng_streams
 
-from .config import BEHAVIOUR, OLD_STATS, RECOMPUTE
-from .precision import FLOAT32, autocast, check_precision
-from .shards import run_sharded
+from ..config import BEHAVIOUR, OLD_STATS, RECOMPUTE
+from ..gae import gae_advantages, monte_carlo_returns, penalise_lost_claims
+from ..loss import STAT_NAMES, masked_mean, mappo_loss, normalise_advantages
+from ..precision import FLOAT32, autocast, check_precision
+from ..return_scale import ReturnScale
+from ..shards import run_sharded
 
 
 class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
@@ -124,7 +115,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
             action_scaling=False,
             action_bound_method=None,
         )
-        self._episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
+        self.episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
         #: precision of the network passes when collecting (``train.precision``); evaluation
         #: outside training steps always runs float32
         self.precision = check_precision(precision)
@@ -139,9 +130,9 @@ class JointActorPolicy(ProbabilisticActorPolicy):
     def reset_eval_generators(self) -> None:
         """Forget the evaluation episodes' generators: every evaluation replays each workload
         with a generator seeded afresh, whatever the training RNG state."""
-        self._episode_generators = {}
+        self.episode_generators = {}
 
-    def _eval_generators(self, info: Any) -> list[torch.Generator]:
+    def eval_generators(self, info: Any) -> list[torch.Generator]:
         """The generator of each row's episode outside training steps (samples, conflict
         tie-breaks), keyed by the row's ``info["workload_seed"]`` and seeded as the evaluation
         runner seeds it (:func:`~agents.policy.noise.episode_generator`), so validation takes the
@@ -153,9 +144,9 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         device = module_device(self.net)
         generators = []
         for seed in np.asarray(seeds).tolist():
-            if seed not in self._episode_generators:
-                self._episode_generators[seed] = episode_generator(rng_streams(seed)["tiebreak"], device)
-            generators.append(self._episode_generators[seed])
+            if seed not in self.episode_generators:
+                self.episode_generators[seed] = episode_generator(rng_streams(seed)["tiebreak"], device)
+            generators.append(self.episode_generators[seed])
         return generators
 
     def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
@@ -165,7 +156,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         with torch.no_grad(), autocast(FLOAT32 if evaluating else self.precision, device):
             obs = obs_to_torch(batch.obs, device)
             store = self.store_behaviour and not evaluating
-            generator = self._eval_generators(batch.info) if evaluating else None
+            generator = self.eval_generators(batch.info) if evaluating else None
             out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
@@ -194,27 +185,6 @@ class MAPPOTrainingStats(TrainingStats):
     gradient_steps: int
 
 
-def gae_advantages(
-    v_s: np.ndarray, v_next: np.ndarray, rew: np.ndarray, end_flag: np.ndarray, gamma: float, gae_lambda: float
-) -> np.ndarray:
-    """GAE over a sequence of ``T`` steps for several columns at once: ``(T, ...)`` arrays,
-    ``end_flag (T,)``. The recursion of tianshou's ``_gae`` (float64, same operation order),
-    one vector operation per step instead of a numba loop per column."""
-    delta = rew + v_next * gamma - v_s
-    discount = (1.0 - end_flag.astype(np.float64)) * (gamma * gae_lambda)
-    out = np.zeros(delta.shape)
-    gae = np.zeros(delta.shape[1:])
-    for i in range(len(delta) - 1, -1, -1):
-        gae = delta[i] + discount[i] * gae
-        out[i] = gae
-    return out
-
-
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    m = mask.to(x.dtype)
-    return (x * m).sum() / m.sum().clamp(min=1.0)
-
-
 class MultiAgentPPO(PPO):
     """tianshou PPO with per-agent GAE, per-agent ratios and the paper's masked loss."""
 
@@ -224,11 +194,6 @@ class MultiAgentPPO(PPO):
         #: gradient norm of the last step as a tensor (read it with ``float()`` only when needed:
         #: on an accelerator that is a host synchronisation)
         last_grad_norm_tensor: torch.Tensor | None = None
-
-        @property
-        def last_grad_norm(self) -> float:
-            t = self.last_grad_norm_tensor
-            return float("nan") if t is None else float(t)
 
         def set_lr(self, lr: float) -> None:
             """Set the learning rate of every parameter group (the run's ``train.lr_schedule``)."""
@@ -289,17 +254,15 @@ class MultiAgentPPO(PPO):
             gamma=gamma,
             return_scaling=return_scaling,
         )
-        if return_scaling_window is not None and return_scaling_window < 1:
-            raise ValueError(f"return_scaling_window must be >= 1 or None, got {return_scaling_window}")
-        #: env steps whose returns the running return statistics remember (None: all of them)
-        self.return_scaling_window = return_scaling_window
+        #: the value targets' divisor (``train.return_scaling_window``); used with ``return_scaling``
+        self.return_scale = ReturnScale(return_scaling_window)
         if not (np.isfinite(lost_claim_penalty) and lost_claim_penalty >= 0):
             raise ValueError(f"lost_claim_penalty must be a finite number >= 0, got {lost_claim_penalty}")
         #: subtracted from an agent's reward at each step its claim lost a conflict (``train.lost_claim_penalty``)
         self.lost_claim_penalty = float(lost_claim_penalty)
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
-        self._pre_stats: dict[str, float] = {}
+        self.batch_stats: dict[str, float] = {}  # this update's statistics measured before its first step
         self._mismatch_pending = False  # logp_mismatch still to measure on the first minibatch
         #: precision of the network passes of the update (``train.precision``, agents/training/precision.py)
         self.precision = check_precision(precision)
@@ -321,21 +284,18 @@ class MultiAgentPPO(PPO):
         return module_device(self.net)
 
     # ------------------------------------------------------------------ network calls
-    def _evaluate(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``(log_prob, entropy, skip, value)`` per agent, one encoder pass when the net offers it
+    def evaluate(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(log_prob, entropy, skip, value)`` per agent of stored actions, one encoder pass
         (network passes in ``precision``; the net returns float32 log-probs and values)."""
         with autocast(self.precision, self.device):
-            if hasattr(self.net, "evaluate"):
-                return self.net.evaluate(obs, act)
-            logp, entropy, skip = self.net.evaluate_actions(obs, act)
-            return logp, entropy, skip, self.net.value(obs)
+            return self.net.evaluate(obs, act)
 
     def _evaluate_sharded(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
         """``(log_prob, skip, value)`` without gradients, per row shard (:attr:`shards`, in order)."""
 
         def shard(lo: int, hi: int) -> tuple[torch.Tensor, ...]:
             with torch.no_grad():  # grad mode is thread-local: each shard sets its own
-                lp, _, sk, v = self._evaluate({k: x[lo:hi] for k, x in obs.items()}, act[lo:hi])
+                lp, _, sk, v = self.evaluate({k: x[lo:hi] for k, x in obs.items()}, act[lo:hi])
             return lp.float(), sk.bool(), v.float()
 
         return run_sharded(shard, len(act), self.shards)
@@ -368,12 +328,25 @@ class MultiAgentPPO(PPO):
         return out
 
     # ------------------------------------------------------------------ returns
+    def episode_structure(
+        self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(bootstrap, end_flag)`` of the sampled steps, as tianshou's ``compute_episodic_return``
+        sees them: whether the next state's value counts (not terminal), and whether the step
+        ends its sequence (``terminated | truncated``, or the buffer's unfinished indices)."""
+        bootstrap = self.value_mask(buffer, indices).astype(bool)
+        end_flag = np.logical_or(np.asarray(batch.terminated), np.asarray(batch.truncated))
+        end_flag[np.isin(indices, buffer.unfinished_index())] = True
+        return bootstrap, end_flag
+
     def _add_returns_and_advantages(  # type: ignore[override]
         self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray
     ) -> BatchWithAdvantagesProtocol:
         """Per-agent GAE: ``batch.v_s``, ``batch.returns``, ``batch.adv`` all ``(B, N)`` tensors.
 
-        Uses ``batch.v_s`` when :meth:`_preprocess_batch` already computed it.
+        Uses ``batch.v_s`` when :meth:`_preprocess_batch` already computed it. With return
+        scaling the critic's outputs are in units of :attr:`return_scale`: multiplied by it for
+        GAE, and the returns divided by it as the value targets.
         """
         v_s = batch.v_s if "v_s" in batch else self._values(batch.obs)
         v_next = self._next_values(batch, buffer, indices, v_s)
@@ -381,22 +354,22 @@ class MultiAgentPPO(PPO):
         v_next_np = v_next.cpu().numpy().astype(np.float64)
         rew = np.asarray(batch.info.agent_rewards, dtype=np.float64)
         if rew.ndim != 2 or rew.shape != v_s_np.shape:
-            raise ValueError(
-                f"info['agent_rewards'] has shape {rew.shape}, critic values have {v_s_np.shape}"
-            )
-        rew = self._shaped_rewards(rew, batch.act)
-        if self.return_scaling and self.ret_rms.count == 0:
-            # first batch: start the running statistics from Monte-Carlo returns of this batch
-            # (tianshou's start, std 1, makes the first value loss huge for returns ~ -1000)
-            mc, _ = self._gae_columns(batch, buffer, indices, rew, np.zeros_like(rew), np.zeros_like(rew), 1.0)
-            self._update_return_stats(mc)
-        scale = float(np.sqrt(self.ret_rms.var + self._eps)) if self.return_scaling else 1.0
+            raise ValueError(f"info['agent_rewards'] has shape {rew.shape}, critic values have {v_s_np.shape}")
+        if self.lost_claim_penalty:
+            rew = penalise_lost_claims(rew, act_array(batch.act)[..., 2] == 1, self.lost_claim_penalty)
+        bootstrap, end_flag = self.episode_structure(batch, buffer, indices)
+        if self.return_scaling and not self.return_scale.started:
+            # the first batch starts the statistics from its Monte-Carlo returns (tianshou's
+            # start, std 1, would make the first value loss huge for returns ~ -1000)
+            self.return_scale.update(monte_carlo_returns(rew, end_flag, self.gamma))
+        scale = self.return_scale.value if self.return_scaling else 1.0
         v_s_np *= scale
         v_next_np *= scale
-        returns, adv = self._gae_columns(batch, buffer, indices, rew, v_s_np, v_next_np, self.gae_lambda)
+        adv = gae_advantages(v_s_np, v_next_np * bootstrap[:, None], rew, end_flag, self.gamma, self.gae_lambda)
+        returns = adv + v_s_np
         if self.return_scaling:
             scaled = returns / scale
-            self._update_return_stats(returns)
+            self.return_scale.update(returns)
         else:
             scaled = returns
         device = self.device
@@ -405,50 +378,12 @@ class MultiAgentPPO(PPO):
         batch.adv = torch.as_tensor(adv, dtype=torch.float32, device=device)
         flat_ret, flat_v = scaled.reshape(-1), v_s_np.reshape(-1) / scale
         var_ret = float(np.var(flat_ret))
-        self._pre_stats["return_scale"] = scale
-        self._pre_stats["return_std"] = float(np.std(returns))
-        self._pre_stats["explained_variance"] = (
+        self.batch_stats["return_scale"] = scale
+        self.batch_stats["return_std"] = float(np.std(returns))
+        self.batch_stats["explained_variance"] = (
             float(1.0 - np.var(flat_ret - flat_v) / var_ret) if var_ret > 1e-12 else 0.0
         )
         return cast(BatchWithAdvantagesProtocol, batch)
-
-    def _shaped_rewards(self, rew: np.ndarray, act: Any) -> np.ndarray:
-        """The rewards PPO learns from: the env's per-agent rewards ``(B, N)``, less
-        :attr:`lost_claim_penalty` for every agent whose stored action ``(B, N, 3)`` carries the
-        lost-conflict flag. The env's rewards (and so every reported return) are unchanged."""
-        if self.lost_claim_penalty == 0.0:
-            return rew
-        act_np = act.detach().cpu().numpy() if isinstance(act, torch.Tensor) else np.asarray(act)
-        return rew - self.lost_claim_penalty * (act_np[..., 2] == 1)
-
-    def _update_return_stats(self, returns: np.ndarray) -> None:
-        """Fold a ``(B, N)`` block of returns into the running statistics.
-
-        With :attr:`return_scaling_window` ``K``, the running count is capped at ``K x N``
-        returns after each update, so older batches fade geometrically (an exponential moving
-        mean and variance) instead of the first, random-policy returns fixing the scale for
-        the whole run.
-        """
-        self.ret_rms.update(returns.reshape(-1))
-        if self.return_scaling_window is not None:
-            self.ret_rms.count = min(self.ret_rms.count, self.return_scaling_window * returns.shape[1])
-
-    def _gae_columns(
-        self, batch: RolloutBatchProtocol, buffer: ReplayBuffer, indices: np.ndarray, rew: np.ndarray,
-        v_s: np.ndarray, v_next: np.ndarray, gae_lambda: float,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """tianshou's GAE (``compute_episodic_return``) on every agent's reward column at once.
-
-        Same episode structure as tianshou (bootstrap values masked by ``value_mask``, an
-        episode ends at ``terminated | truncated`` and at the buffer's unfinished indices) and
-        the same float64 recursion, vectorised over agents: identical results, no numba JIT.
-        """
-        mask = self.value_mask(buffer, indices).astype(bool)
-        v_next = v_next * mask[:, None]
-        end_flag = np.logical_or(np.asarray(batch.terminated), np.asarray(batch.truncated))
-        end_flag[np.isin(indices, buffer.unfinished_index())] = True
-        adv = gae_advantages(v_s, v_next, rew, end_flag, self.gamma, gae_lambda)
-        return adv + v_s, adv
 
     # ------------------------------------------------------------------ preprocessing
     def _preprocess_batch(  # type: ignore[override]
@@ -472,7 +407,7 @@ class MultiAgentPPO(PPO):
             batch.logp_old = torch.as_tensor(np.asarray(stored.logp), dtype=torch.float32, device=device)
             batch.skip = torch.as_tensor(np.asarray(stored.skip), dtype=torch.bool, device=device)
             batch.v_s = torch.as_tensor(np.asarray(stored.value), dtype=torch.float32, device=device)
-            self._pre_stats["logp_mismatch"] = float("nan")  # until then: not measured
+            self.batch_stats["logp_mismatch"] = float("nan")  # until then: not measured
         else:
             logp, skip, values = [], [], []
             for mb in batch.split(self.max_batchsize, shuffle=False, merge_last=True):
@@ -487,8 +422,8 @@ class MultiAgentPPO(PPO):
             mismatch = 0.0
             if behaviour is not None and len(behaviour) == n:
                 diff = torch.as_tensor(np.asarray(behaviour), dtype=torch.float32, device=device) - batch.logp_old
-                mismatch = float(_masked_mean(diff.abs(), ~batch.skip))
-            self._pre_stats["logp_mismatch"] = mismatch
+                mismatch = float(masked_mean(diff.abs(), ~batch.skip))
+            self.batch_stats["logp_mismatch"] = mismatch
         batch = self._add_returns_and_advantages(batch, buffer, indices)
         batch.pop("obs_next", None)  # only needed for the bootstrap values
         return cast(MAPPOBatchProtocol, batch)
@@ -498,51 +433,36 @@ class MultiAgentPPO(PPO):
         """One gradient step on a minibatch; returns its (loss, policy loss, value loss, entropy,
         approx. KL, clip fraction, gradient norm) on the device.
 
-        The loss is a sum over samples with the minibatch's denominators (active entries, value
-        entries) fixed up front, so the forward and backward pass can run on row shards in
-        parallel threads (:attr:`shards`, :mod:`agents.training.shards`) whose gradients add up to the
-        whole minibatch's; with one shard it is the plain masked-mean loss."""
+        The minibatch's rows run in :attr:`shards` parallel threads, each through
+        :func:`~agents.training.loss.mappo_loss` with the whole minibatch's denominators, so
+        their gradients add up to the whole minibatch's (one shard: the plain loss)."""
         active = ~mb.skip  # the STORED skip flags (eq. 14)
-        adv = mb.adv
-        if self.advantage_normalization:
-            mean = _masked_mean(adv, active)
-            std = _masked_mean((adv - mean) ** 2, active).sqrt()
-            adv = (adv - mean) / (std + self._eps)
+        adv = normalise_advantages(mb.adv, active) if self.advantage_normalization else mb.adv
         n_active = active.to(torch.float32).sum().clamp(min=1.0)
         n_values = float(mb.returns.numel())
         obs = obs_to_torch(mb.obs, self.device)
 
         def shard(lo: int, hi: int) -> torch.Tensor:
-            """Forward + backward of rows ``lo:hi``; their sums of the loss terms (detached)."""
-            logp, entropy, _, value = self._evaluate({k: v[lo:hi] for k, v in obs.items()}, mb.act[lo:hi])
-            act = active[lo:hi].to(torch.float32)
-            log_ratio = torch.where(active[lo:hi], logp - mb.logp_old[lo:hi], torch.zeros_like(logp))
-            ratio = log_ratio.exp()
-            a = adv[lo:hi]
-            surr = torch.min(ratio * a, ratio.clamp(1.0 - self.eps_clip, 1.0 + self.eps_clip) * a)
-            value = value.float()
-            returns = mb.returns[lo:hi]
-            sq = (returns - value) ** 2
-            if self.value_clip:
-                v_s = mb.v_s[lo:hi]
-                sq = torch.max(sq, (returns - (v_s + (value - v_s).clamp(-self.eps_clip, self.eps_clip))) ** 2)
-            sums = torch.stack([(surr * act).sum(), sq.sum(), (entropy * act).sum()])
-            terms = sums / torch.stack([-n_active, sums.new_tensor(n_values), n_active])
-            (terms[0] + self.vf_coef * terms[1] - self.ent_coef * terms[2]).backward()
-            with torch.no_grad():
-                kl = (((ratio - 1.0) - log_ratio) * act).sum()
-                clipped = (((ratio - 1.0).abs() > self.eps_clip).float() * act).sum()
-                return torch.cat([terms.detach(), torch.stack([kl, clipped, (log_ratio.abs() * act).sum()])])
+            """Forward + backward of rows ``lo:hi``; their loss statistics (detached)."""
+            logp, entropy, _, value = self.evaluate({k: v[lo:hi] for k, v in obs.items()}, mb.act[lo:hi])
+            out = mappo_loss(
+                logp, entropy, value, log_prob_old=mb.logp_old[lo:hi], advantages=adv[lo:hi],
+                returns=mb.returns[lo:hi], value_old=mb.v_s[lo:hi], active=active[lo:hi],
+                eps_clip=self.eps_clip, value_clip=self.value_clip, vf_coef=self.vf_coef, ent_coef=self.ent_coef,
+                n_active=n_active, n_values=n_values,
+            )
+            out.loss.backward()
+            return out.stats
 
         self.optim.zero_grad()
         parts = run_sharded(shard, len(mb.act), self.shards)
         self.optim.step_gradients()
-        total = torch.stack(parts).sum(0)
-        policy_loss, value_loss, ent = total[0], total[1], total[2]
-        kl, clipped, abs_log_ratio = total[3:] / n_active
+        total = dict(zip(STAT_NAMES, torch.stack(parts).sum(0)))
+        kl, clipped, abs_log_ratio = (total[k] / n_active for k in ("approx_kl", "clip_fraction", "abs_log_ratio"))
         if self._mismatch_pending:  # behaviour stats: measured before the first step moved the network
-            self._pre_stats["logp_mismatch"] = float(abs_log_ratio)
+            self.batch_stats["logp_mismatch"] = float(abs_log_ratio)
             self._mismatch_pending = False
+        policy_loss, value_loss, ent = total["policy_loss"], total["value_loss"], total["entropy"]
         loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * ent
         grad = self.optim.last_grad_norm_tensor
         grad = loss.new_tensor(float("nan")) if grad is None else grad.to(loss.device, loss.dtype)
@@ -562,7 +482,6 @@ class MultiAgentPPO(PPO):
         self.update_count += 1
         means = torch.stack(rows).double().mean(0).tolist() if rows else [0.0] * 7
         loss_m, policy_m, value_m, ent_m, kl_m, clip_m, grad_m = (float(v) for v in means)
-
         return MAPPOTrainingStats(
             loss=loss_m,
             policy_loss=policy_m,
@@ -571,21 +490,15 @@ class MultiAgentPPO(PPO):
             approx_kl=kl_m,
             clip_fraction=clip_m,
             grad_norm=grad_m,
-            explained_variance=self._pre_stats.get("explained_variance", 0.0),
-            return_scale=self._pre_stats.get("return_scale", 1.0),
-            return_std=self._pre_stats.get("return_std", 0.0),
-            logp_mismatch=self._pre_stats.get("logp_mismatch", 0.0),
+            explained_variance=self.batch_stats.get("explained_variance", 0.0),
+            return_scale=self.batch_stats.get("return_scale", 1.0),
+            return_std=self.batch_stats.get("return_std", 0.0),
+            logp_mismatch=self.batch_stats.get("logp_mismatch", 0.0),
             active_fraction=float((~batch.skip).float().mean().item()) if len(batch.skip) else 0.0,
             gradient_steps=steps,
         )
 
-    # ------------------------------------------------------------------ checkpoint helpers
-    def return_scaler_state(self) -> dict[str, Any]:
-        """State of the running return statistics (for checkpoints)."""
-        rms = self.ret_rms
-        return {"mean": float(np.asarray(rms.mean)), "var": float(np.asarray(rms.var)), "count": int(rms.count)}
 
-    def load_return_scaler_state(self, state: dict[str, Any]) -> None:
-        self.ret_rms.mean = float(state["mean"])
-        self.ret_rms.var = float(state["var"])
-        self.ret_rms.count = int(state["count"])
+def act_array(act: Any) -> np.ndarray:
+    """Stored joint actions ``(B, N, 3)`` as a numpy array (from a tensor or an array)."""
+    return act.detach().cpu().numpy() if isinstance(act, torch.Tensor) else np.asarray(act)
