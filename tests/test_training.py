@@ -243,6 +243,49 @@ def test_an_update_interrupted_part_way_is_undone_so_last_pt_matches_its_env_ste
     assert got["return_scaler"] == reference["return_scaler"]
 
 
+def test_an_interrupted_best_pt_write_leaves_best_pt_last_pt_and_result_json_agreeing(tmp_path, monkeypatch):
+    """Every validation improves (a patched score); Ctrl-C arrives while the second new best is
+    being written. best.pt keeps the first best, and last.pt and result.json say that same best,
+    not the one whose file never landed; a resumed run then finishes with all three agreeing."""
+    from agents.training import session as session_module
+    from agents.training.loop import TrainingInterrupted
+    from agents.training.session import Session
+
+    def improving(self, stats):  # mean JCT 100 at step 0, 99 at step 40, ...: every evaluation is a new best
+        self.last_mean_jct = 100.0 - self.env_step() / 40
+        self.last_score = -self.last_mean_jct
+        return self.last_score
+
+    writes = {"best": 0}
+    original_save = session_module.save_checkpoint
+
+    def interrupted_second_best(path, *args, **kwargs):
+        if Path(path).name == BEST:
+            writes["best"] += 1
+            if writes["best"] == 2:
+                raise KeyboardInterrupt  # the atomic write never replaced the file
+        return original_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "compute_score_fn", improving)
+    monkeypatch.setattr(session_module, "save_checkpoint", interrupted_second_best)
+    spec = _spec(tmp_path, "train.run_name=bestsig", steps=120)
+    with pytest.raises(TrainingInterrupted):
+        run_training(spec)
+
+    def agreeing() -> float:
+        best = load_checkpoint(spec.run_dir / BEST)["counters"]
+        last = load_checkpoint(spec.run_dir / LAST)["counters"]
+        result = json.loads((spec.run_dir / "result.json").read_text())
+        assert last["best_score"] == best["best_score"] and last["best_env_step"] == best["best_env_step"]
+        assert result["best_mean_jct"] == best["best_mean_jct"] and result["best_env_step"] == best["best_env_step"]
+        return best["best_env_step"]
+
+    assert writes["best"] == 2 and agreeing() == 0  # the step-0 best stands: its file is the one on disk
+    monkeypatch.setattr(session_module, "save_checkpoint", original_save)
+    run_training(prepare_run(None, [], flags={}, resume=str(spec.run_dir / LAST)))
+    assert agreeing() == 120
+
+
 def test_resume_refuses_a_different_scenario_or_architecture(smoke_run, capsys):
     spec, _ = smoke_run
     last = str(spec.run_dir / LAST)

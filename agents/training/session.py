@@ -197,9 +197,15 @@ class Session:
     def save_best_fn(self, algorithm: Algorithm) -> None:
         """Called by tianshou on a new best test score; keeps the best over resumes too."""
         if self.last_score > self.best_score:
-            self.best_score = self.last_score
-            self.best_mean_jct = self.last_mean_jct
-            self.best_env_step = self.env_step()
-            self.save(BEST)
+            # the new best is the run's only once best.pt holds it: a save cut short (Ctrl-C,
+            # SIGTERM, a full disk) leaves the old best.pt and the old best in every later file
+            before = self.best_score, self.best_mean_jct, self.best_env_step
+            self.best_score, self.best_mean_jct, self.best_env_step = (
+                self.last_score, self.last_mean_jct, self.env_step())
+            try:
+                self.save(BEST)
+            except BaseException:
+                self.best_score, self.best_mean_jct, self.best_env_step = before
+                raise
         if self.best_mean_jct is not None:
             self.writer.add_scalar("test/best_mean_jct", self.best_mean_jct, self.env_step())
