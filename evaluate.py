@@ -9,11 +9,14 @@
 Every scheduler runs on the same workload seeds ``S .. S+K-1`` (``--seed-offset S``, default
 100000: training uses seeds >= 1,000,000 and in-training validation 10,000 + j, so the two
 never overlap). Writes ``summary.json``, ``tasks.csv``, ``run.json``, ``scenario.yaml`` and PNG
-plots to ``--out`` and prints a table. ``--curves RUN_DIR`` plots a training run's validation
-mean JCT against env steps with the baselines' mean JCT on the same validation workloads
-(:mod:`agents.evaluation.curves`). ``key=value`` scenario overrides may stand anywhere on
-the command line. Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal error,
-130 interrupted.
+plots to ``--out`` (default a new ``results/<scenario>/<checkpoint stem or baselines>-<time>``),
+whole or not at all: an ``--out`` holding an evaluation is replaced only with ``--overwrite``, and
+two evaluations never write one ``--out`` at once (:mod:`agents.evaluation.outputs`); then prints a
+table. ``--curves RUN_DIR`` plots a training run's validation mean JCT against env steps with the
+baselines' mean JCT on the same validation workloads (:mod:`agents.evaluation.curves`).
+``key=value`` scenario overrides may stand anywhere on the command line. Exit codes: 0 success,
+2 bad input (one line on stderr), 74 the outputs could not be written (a full disk; one line, the
+previous outputs untouched), 1 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from typing import Sequence
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
     from agents.policy.conflict import CONFLICT_MODES
-    from agents.policy.online_floor import START_FLOORS
+    from agents.baselines.online_floor import START_FLOORS
     from agents.policy.variants import VARIANT_NAMES
-    from agents.training.config import DEVICES, EVAL_ACTIONS
+    from agents.policy.modes import EVAL_ACTIONS
+    from agents.training.config import DEVICES
 
     p = argparse.ArgumentParser(
         prog="evaluate.py",
@@ -50,13 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=5, help="number of workload seeds K (default 5)")
     p.add_argument("--seed-offset", type=int, default=DEFAULT_SEED_OFFSET,
                    help=f"first workload seed S (default {DEFAULT_SEED_OFFSET}, disjoint from training seeds)")
-    p.add_argument("--out", help="output directory (default results/<scenario>; with --report: results; "
-                                 "with --curves: the PNG path, default results/curves/<scenario>.png)")
+    p.add_argument("--out", help="output directory (default a new results/<scenario>/<checkpoint stem or baselines>-"
+                                 "<time>; with --report: a new results/report-<time>; with --curves: the PNG path, "
+                                 "default results/curves/<scenario>.png)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the evaluation (or report) an existing --out holds (refused without it); the "
+                        "old outputs stay in place until the new ones are written")
     p.add_argument("--device", default="cpu", choices=DEVICES,
                    help="device of the policy network (default cpu; auto = cuda when available)")
     p.add_argument("--policy-action", default=None, choices=EVAL_ACTIONS,
-                   help="how checkpoints act: the most likely joint action or a (seeded) sample "
-                        "(default: as each checkpoint's training run validated it, train.eval_action)")
+                   help="how checkpoints act: the most likely joint action (argmax), a (seeded) sample, or a "
+                        "sampled slot with its most likely allocation (sample-slot) (default: as each "
+                        "checkpoint's training run validated it, train.eval_action)")
     p.add_argument("--policy-conflicts", default=None, choices=CONFLICT_MODES,
                    help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "
                         "paper), choosing in index order, or in order of decreasing free room (default: as "
@@ -104,27 +113,43 @@ def _device(name: str) -> str:
     return "cuda"
 
 
-def _seeds(args: argparse.Namespace) -> list[int]:
-    from agents.training.config import TRAIN_SEED_MIN
+def check_counts(args: argparse.Namespace) -> None:
+    """ConfigError (one line) for an integer flag outside its range (:mod:`agents.limits`)."""
+    from agents.limits import MAX_EPISODES, MAX_STEPS, MAX_WORKERS, MAX_WORKLOAD_SEED, check_range
     from envs.config import ConfigError
 
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.seed_offset < 0:
-        raise ConfigError(f"--seed-offset must be >= 0, got {args.seed_offset}")
-    if args.workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
-    if args.policy_batch is not None and args.policy_batch < 1:
-        raise ConfigError(f"--policy-batch must be >= 1, got {args.policy_batch}")
+    seeds = args.seeds if 1 <= args.seeds <= MAX_EPISODES else 1
+    for flag, value, low, high, why in (
+        ("--seeds", args.seeds, 1, MAX_EPISODES, "workload seeds of one evaluation"),
+        ("--seed-offset", args.seed_offset, 0, MAX_WORKLOAD_SEED + 1 - seeds, "workload seeds end at 2**62 - 1"),
+        ("--workers", args.workers, 1, MAX_WORKERS, "parallel processes"),
+        ("--policy-batch", args.policy_batch, 1, MAX_EPISODES, "episodes in lockstep"),
+        ("--max-steps", args.max_steps, 0, MAX_STEPS, "env steps of one run"),
+    ):
+        problem = check_range(flag, value, low, high, why)
+        if problem:
+            raise ConfigError(problem)
+
+
+def _seeds(args: argparse.Namespace) -> tuple[list[int], list[str]]:
+    """The workload seeds and the warnings they deserve (printed once the input is checked, so a
+    fatal error is never preceded by a warning)."""
+    from agents.training.config import TRAIN_SEED_MIN
+
     seeds = list(range(args.seed_offset, args.seed_offset + args.seeds))
+    warnings = []
     if args.seeds < MIN_SEEDS_FOR_CI:
         why = ("1 seed gives no confidence interval" if args.seeds == 1 else
                f"{args.seeds} seeds give wide 95% intervals (Student t with {args.seeds - 1} degree(s) of freedom)")
-        print(f"warning: {why}; use --seeds {MIN_SEEDS_FOR_CI} or more to compare schedulers", file=sys.stderr)
+        warnings.append(f"warning: {why}; use --seeds {MIN_SEEDS_FOR_CI} or more to compare schedulers")
     if seeds[-1] >= TRAIN_SEED_MIN:
-        print(f"warning: seeds reach {seeds[-1]} >= {TRAIN_SEED_MIN}: they may overlap training workloads",
-              file=sys.stderr)
-    return seeds
+        warnings.append(f"warning: seeds reach {seeds[-1]} >= {TRAIN_SEED_MIN}: they may overlap training workloads")
+    return seeds, warnings
+
+
+def _warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
 
 
 def _given(args: argparse.Namespace, *names: str) -> list[str]:
@@ -145,8 +170,6 @@ def run_curves(args: argparse.Namespace) -> int:
         what = ", ".join(clash + (["key=value overrides"] if args.overrides else []))
         raise ConfigError(f"--curves cannot be combined with {what}: it plots training runs on the scenario and "
                           "validation seeds of their config.yaml (options: --schedulers, --out, --workers, --quiet)")
-    if args.workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     progress = not args.quiet and sys.stderr.isatty()
     if args.out is not None:  # before the baselines run: a file in the way, or no permission
         target = Path(args.out)
@@ -162,7 +185,7 @@ def run_curves(args: argparse.Namespace) -> int:
 def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
     """A scheduler name left among the ``key=value`` overrides (``--schedulers a b``) gets a hint."""
     from agents.baselines import available_schedulers
-    from agents.evaluation.schedulers import is_scheduler_spec
+    from agents.baselines.specs import is_scheduler_spec
     from envs.config import ConfigError
 
     for token in overrides:
@@ -174,10 +197,13 @@ def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute the parsed command; raises ConfigError on bad input."""
     from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
-    from agents.output_dirs import check_output_dir
+    from agents.evaluation.outputs import RESULTS_DIR, StagedOutput, evaluation_name, output_bytes
     from envs.config import ConfigError, load_scenario
 
+    check_counts(args)
     if args.curves:
+        if args.overwrite:
+            raise ConfigError("--overwrite applies to evaluation directories, not to --curves (its PNG is rewritten)")
         return run_curves(args)
     if args.max_steps is not None:
         raise ConfigError("--max-steps only applies to --curves RUN_DIR")
@@ -186,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device != "cpu" and not (args.checkpoint or args.report):
         raise ConfigError(f"--device {args.device} only applies to a policy: give --checkpoint PATH (baselines run "
                           "on the CPU)")
-    seeds = _seeds(args)
+    seeds, warnings = _seeds(args)
     device = _device(args.device) if (args.checkpoint or args.report) else "cpu"
     progress = not args.quiet and sys.stderr.isatty()  # a bar in a log file is escape-code noise
     if args.report:
@@ -195,12 +221,13 @@ def run(args: argparse.Namespace) -> int:
         if args.checkpoint:
             raise ConfigError("--report uses checkpoints/<scenario>.pt; do not combine it with --checkpoint")
         names = [s.strip() for s in args.scenario.split(",") if s.strip()] if args.scenario else None
-        path = run_report(names, seeds, check_output_dir(args.out or "results", "--out"), selection=args.schedulers,
+        path = run_report(names, seeds, Path(args.out) if args.out else None, selection=args.schedulers,
                           overrides=args.overrides, workers=args.workers, device=device, progress=progress,
                           checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else CHECKPOINT_DIR,
                           command=getattr(args, "command", ""), policy_action=args.policy_action,
                           policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor,
-                          policy_batch=args.policy_batch)
+                          policy_batch=args.policy_batch, overwrite=args.overwrite,
+                          on_checked=lambda: _warn(warnings))
         print(f"wrote {path}", file=sys.stderr)
         return 0
     if args.checkpoint_dir:
@@ -217,13 +244,20 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} applies to checkpoints: give --checkpoint PATH (or --report)")
     specs = resolve_schedulers(args.schedulers, args.checkpoint, cfg, policy_action=args.policy_action,
                                policy_conflicts=args.policy_conflicts, policy_floor=args.policy_floor)
-    out = check_output_dir(args.out or Path("results") / cfg.name, "--out")  # before any episode runs
-    run_, summary = evaluate_scenario(cfg, specs, seeds, out, workers=args.workers, device=device,
-                                      progress=progress, extra={"overrides": list(args.overrides)},
-                                      policy_batch=args.policy_batch)
+    warnings += [f"warning: {s.checkpoint} holds an untrained model (its run never beat the validation score of its "
+                 "step-0 weights, or it was saved before the first update): train longer" for s in specs if s.untrained]
+    # --out is checked, locked and given room before any episode runs; written whole at the end
+    need = output_bytes(len(specs), len(seeds), cfg.num_tasks)
+    target = (StagedOutput(args.out, overwrite=args.overwrite, need=need) if args.out else
+              StagedOutput.fresh(evaluation_name(args.checkpoint), RESULTS_DIR / cfg.name, need=need))
+    with target:
+        _warn(warnings)
+        run_, summary = evaluate_scenario(cfg, specs, seeds, target.staging, workers=args.workers, device=device,
+                                          progress=progress, extra={"overrides": list(args.overrides)},
+                                          policy_batch=args.policy_batch)
+        out = target.publish()
     print(format_table(summary, run_), flush=True)
-    print(f"wrote {out}/: summary.json tasks.csv run.json scenario.yaml jct_cdf.png tasks_in_system.png "
-          "utilisation.png mean_jct.png", file=sys.stderr)
+    print(f"wrote {out}/: {' '.join(sorted(p.name for p in out.iterdir()))}", file=sys.stderr)
     return 0
 
 
@@ -231,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_intermixed_args(argv)  # key=value overrides may stand between the flags
     args.command = "python evaluate.py " + shlex.join(argv)
+    from agents.output_dirs import EXIT_IO_ERROR
     from envs.config import ConfigError
     from envs.trace_fit import TraceError
 
@@ -239,6 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, TraceError) as exc:  # bad input: scenario, scheduler, checkpoint, trace file
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, an I/O error: nothing was published, the previous outputs stand
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"evaluate.py: error: {exc.strerror or exc}{where}; no output was written (the previous outputs, "
+              "if any, are unchanged)", file=sys.stderr)
+        return EXIT_IO_ERROR
     except KeyboardInterrupt:
         print("evaluate.py: interrupted", file=sys.stderr)
         return 130

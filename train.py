@@ -9,7 +9,10 @@
 fields); they may stand anywhere on the command line, before or after the flags. Writes
 ``<logdir>/<run-name>/`` with ``config.yaml``, TensorBoard events, ``last.pt`` and ``best.pt``.
 Prints one line per evaluation (``step X: eval mean JCT Y (best Z at step S)``). Exit codes:
-0 done, 2 bad input (one line on stderr), 130 interrupted (``last.pt`` saved), 1 internal error.
+0 done, 2 bad input (one line on stderr), 74 an output could not be written (a full disk; one
+line), 130 Ctrl-C and 143 SIGTERM (``last.pt`` saved once training started), 1 a vector env worker
+died or an internal error. A new run stopped or failed before its first ``last.pt`` leaves no
+run directory.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "policy variant, as policy.variant=v"))
     p.add_argument("--vector", choices=VECTOR_KINDS,
                    help=_choices_help(VECTOR_KIND_HELP, defaults.vector, "vector env"))
+    p.add_argument("--quick", action="store_true",
+                   help="train the scenario's quick recipe (the quick: section of its YAML, laid over the full "
+                        "recipe): minutes on a laptop CPU, validated several times, for a first look")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved scenario, policy and train config as YAML and exit (nothing is trained)")
     p.add_argument("--quiet", action="store_true",
@@ -66,14 +72,17 @@ STATUS_EVERY_S = 30.0
 
 def check_arguments(args: argparse.Namespace) -> str | None:
     """Plain range checks, done before torch is imported; the error message or None."""
+    from agents.limits import MAX_ENVS, MAX_STEPS, check_range
     from agents.training.config import MAX_SEED
 
-    for name, low in (("steps", 1), ("envs", 1), ("seed", 0)):
-        value = getattr(args, name)
-        if value is not None and value < low:
-            return f"--{name} must be >= {low}, got {value}"
-    if args.seed is not None and args.seed > MAX_SEED:
-        return f"--seed must be <= {MAX_SEED}, got {args.seed}"
+    for name, low, high, why in (("steps", 1, MAX_STEPS, "env steps of one run"),
+                                 ("envs", 1, MAX_ENVS, "training envs"),
+                                 ("seed", 0, MAX_SEED, "")):
+        problem = check_range(f"--{name}", getattr(args, name), low, high, why)
+        if problem:
+            return problem
+    if args.quick and args.config is None:
+        return "--quick needs --config: the scenario whose quick recipe trains"
     return None
 
 
@@ -116,14 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"train.py: error: {problem}", file=sys.stderr)
         return 2
+    from agents.output_dirs import EXIT_IO_ERROR
     from envs.config import ConfigError
     from envs.trace_fit import TraceError
 
+    signals: _Signals | None = None  # installed once the run is about to start
+    started: list[tuple] = []  # (run directory, new) once run_training has taken it
     try:
         from agents.training import TrainingInterrupted, WorkerDied, check_environment, prepare_run, run_training
 
-        # torch-geometric 2.8 warns about torch.jit.script on import (harmless, ecosystem.md
-        # §2.1); set after importing tianshou, whose import puts its own DeprecationWarning filter first
+        # torch-geometric 2.8 warns about torch.jit.script on import (harmless); set after
+        # importing tianshou, whose import puts its own DeprecationWarning filter first
         warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
 
         flags = {
@@ -133,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         terminal = sys.stderr.isatty()
         if args.quiet or not terminal:
             flags["progress"] = False  # tqdm bars leave escape codes in logs
-        spec = prepare_run(args.config, args.overrides, flags=flags, variant=args.variant, resume=args.resume)
+        overrides = args.overrides
+        if args.quick:
+            from agents.training.recipe_file import quick_arguments
+
+            flags, overrides = quick_arguments(args.config, flags, overrides)
+        spec = prepare_run(args.config, overrides, flags=flags, variant=args.variant, resume=args.resume)
         if args.print_config:
             from agents.training import config_yaml
 
@@ -145,17 +162,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = check_environment(spec)
         print(_plan_line(spec), flush=True)
         signals = _Signals()
+
+        def on_start(run_dir) -> None:  # noqa: ANN001 - a Path
+            started.append((run_dir, spec.fresh_dir))
+            print(f"run directory: {run_dir}  (device {device})", flush=True)
+
         try:
-            result = run_training(spec, device, on_start=lambda d: print(f"run directory: {d}  (device {device})",
-                                                                          flush=True))
+            result = run_training(spec, device, on_start=on_start)
+        except BaseException:
+            _report_unstarted(started)
+            raise
         finally:
             signals.restore()
     except (ConfigError, TraceError) as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, an I/O error: the work could not be written
+        print(f"train.py: error: {exc}", file=sys.stderr)
+        return EXIT_IO_ERROR
     except KeyboardInterrupt:  # before the trainer started: nothing to save
-        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
-        return 130
+        name, code = (signals.name, signals.code) if signals is not None else ("interrupted", 130)
+        print(f"\n{name} before training started; nothing saved", file=sys.stderr)
+        return code
     except TrainingInterrupted as exc:
         r = exc.result
         print(f"\n{signals.name} at {r.env_steps} env steps; saved {r.last_path} (resume with --resume {r.last_path})",
@@ -169,6 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result.wall_s:.0f} s; {_best_text(result)}; checkpoints in {result.run_dir}"
     )
     return 0
+
+
+def _report_unstarted(started: list) -> None:
+    """Say so when a new run's directory is gone: ``run_training`` removes one that holds no
+    ``last.pt`` yet (nothing in it can be resumed)."""
+    for run_dir, fresh in started:
+        if fresh and not run_dir.exists():
+            print(f"removed {run_dir}: the run stopped before its first last.pt", file=sys.stderr)
 
 
 def _plan_line(spec) -> str:

@@ -2,7 +2,9 @@
 
 ``train.py`` (``--logdir``, through :func:`agents.training.rundir.claim`) and ``evaluate.py``
 (``--out``) call these before building a simulator or a network, so a bad location fails in a
-second with one line instead of after the work, with a traceback.
+second with one line instead of after the work, with a traceback. A write that fails once the
+work is under way raises :class:`OutputWriteError` (an ``OSError``); the command lines exit with
+:data:`EXIT_IO_ERROR` and one line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from envs.config import ConfigError
 
 #: free disk space required before a run starts: room for a few checkpoints and event files
 MIN_FREE_BYTES = 64 * 2**20
+#: exit code of ``train.py`` and ``evaluate.py`` when writing an output failed (a full disk, an I/O
+#: error): ``EX_IOERR`` of BSD's sysexits.h; bad input is 2
+EXIT_IO_ERROR = 74
+
+
+class OutputWriteError(OSError):
+    """Writing an output (a checkpoint, ``config.yaml``, an evaluation's files) failed once the work
+    was under way; the message is one line and says what was kept."""
 
 
 def check_output_dir(path: str | Path, what: str) -> Path:
@@ -43,12 +53,26 @@ def check_output_dir(path: str | Path, what: str) -> Path:
     return path
 
 
-def check_free_space(path: str | Path, what: str, need: int = MIN_FREE_BYTES) -> None:
-    """ConfigError when the filesystem of ``path`` has less than ``need`` bytes free."""
+def check_free_space(path: str | Path, what: str, need: int = MIN_FREE_BYTES, purpose: str = "checkpoints") -> None:
+    """ConfigError when the filesystem of ``path`` has less than ``need`` bytes free (for ``purpose``)."""
     existing = Path(path)
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     free = shutil.disk_usage(existing).free
     if free < need:
         raise ConfigError(f"{what} {str(path)!r}: only {free / 2**20:.1f} MiB free on its filesystem, "
-                          f"{need / 2**20:.0f} MiB needed for checkpoints")
+                          f"{need / 2**20:.0f} MiB needed for {purpose}")
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

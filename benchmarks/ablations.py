@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.results import VALIDATION_BASELINES, report_seeds, steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
-    from agents.evaluation.summary import scheduler_stats, write_json
+    from agents.evaluation.summary import scheduler_stats
+    from agents.json_files import write_json
     from agents.training import prepare_run
     from agents.training.prepare import resolved_config
     from agents.training.checkpoints import RESULT_FILE

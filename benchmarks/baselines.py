@@ -5,7 +5,7 @@
 
 A scheduler may carry constructor options: ``optimus:preemptive=false,oracle=true``
 (values parsed as YAML, the syntax of ``evaluate.py --schedulers``:
-:mod:`agents.evaluation.schedulers`); the table labels it by that spec.
+:mod:`agents.baselines.specs`); the table labels it by that spec.
 
 The episodes run through the evaluation runner (:func:`agents.evaluation.run_evaluation`, the
 one ``evaluate.py`` uses): per scenario, every scheduler on every seed in ``--workers``
@@ -44,10 +44,11 @@ import numpy as np  # noqa: E402
 
 from agents.evaluation import SchedulerSpec, resolve_schedulers, run_evaluation  # noqa: E402
 from agents.evaluation.runner import bound_durations  # noqa: E402
-from agents.evaluation.schedulers import all_schedulers  # noqa: E402
-from agents.evaluation.schedulers import is_scheduler_spec as is_spec  # noqa: E402
-from agents.evaluation.schedulers import parse_scheduler_spec as parse_spec  # noqa: E402,F401 (shared syntax, tested)
-from agents.evaluation.summary import json_safe, mean_halfwidth  # noqa: E402
+from agents.baselines.specs import all_schedulers  # noqa: E402
+from agents.baselines.specs import is_scheduler_spec as is_spec  # noqa: E402
+from agents.baselines.specs import parse_scheduler_spec as parse_spec  # noqa: E402,F401 (shared syntax, tested)
+from agents.evaluation.summary import mean_halfwidth  # noqa: E402
+from agents.json_files import json_safe  # noqa: E402
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario  # noqa: E402
 from envs.progress import build_progress_functions  # noqa: E402
 from envs.scheduling import EpisodeResult  # noqa: E402

@@ -50,7 +50,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
 from agents.policy.conflict import CONFLICT_MODES
 from agents.training import policy_config_from
-from agents.training.config import COMPILE_MODES, split_overrides
+from agents.policy.modes import COMPILE_MODES
+from agents.training.config import split_overrides
 from agents.training.precision import FLOAT32, PRECISIONS, autocast
 from agents.training.shards import run_sharded
 from envs import Simulator, load_scenario

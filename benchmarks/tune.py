@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.results import VALIDATION_BASELINES, steps_to_beat, validation_rival
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
-    from agents.evaluation.summary import write_json
+    from agents.json_files import write_json
     from agents.evaluation.tuning import (
         RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise,
         write_csv,

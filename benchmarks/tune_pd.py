@@ -34,7 +34,7 @@ import numpy as np
 from agents.baselines import make_scheduler
 from agents.baselines.primal_dual import TUNED_PATH
 from agents.evaluation import SchedulerSpec, run_evaluation
-from agents.evaluation.schedulers import parse_scheduler_spec
+from agents.baselines.specs import parse_scheduler_spec
 from envs.config import ConfigError, available_scenarios, load_scenario
 
 SCHEDULERS = ("pd-maxweight", "pd-maxsche")

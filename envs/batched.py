@@ -44,8 +44,10 @@ rules over arrays:
 * The per-element bookkeeping (joint-action rules and placements, gathering running tasks,
   completions, refills, observation assembly) runs in small ``numba.njit(cache=True)``
   kernels that do integer work and copy floats from look-up tables built once with the same
-  numpy expressions as :class:`~envs.observation.ObservationBuilder`; they never compute a
-  float themselves, so every observation is bit-identical. The kernels are compiled on first
+  numpy expressions as :class:`~envs.observation.ObservationBuilder`, from the same
+  :class:`~envs.observation.ObservationTables`; they never compute a float themselves, so every
+  observation is bit-identical. Feature columns come from :class:`~envs.observation.FeatureColumns`
+  (passed to the kernels as plain ints). The kernels are compiled on first
   use in a fresh checkout (a few seconds, once) and loaded from numba's on-disk cache after.
 
 Resets (:meth:`BatchedEdgeClusters.reset`) draw each workload with
@@ -65,7 +67,7 @@ from .durations import start_gate
 from .gym_env import resolve_scenario
 from .joint_action import ActionShapeError, integer_array
 from .metrics import jct_terms, mean_jct
-from .observation import CLUSTER_FEATURES, ObservationBuilder, ObservationSpec
+from .observation import CLUSTER_FEATURES, ObservationSpec, ObservationTables
 from .progress import DONE_THRESHOLD, build_progress_functions
 from .workload import generate_workload, rng_streams
 
@@ -87,7 +89,8 @@ except ImportError:  # pragma: no cover
 
 
 # Kernels: integer bookkeeping and table look-ups only (every float they write is copied from a
-# table built with the same numpy expression ObservationBuilder uses, so values are bit-identical).
+# table built from ObservationTables with the same numpy expression ObservationBuilder uses, so values
+# are bit-identical).
 @_kernel
 def _refill_kernel(rows, tick, t_all, placed_step, arrival, pending, q, na, elig, status, T):  # pragma: no cover
     """(``tick``: ``t += 1`` and a new real step for placements), admit arrivals (``arrival <= t``,
@@ -296,15 +299,21 @@ def _end_kernel(ids, na, nfin, t_all, T, max_steps, over, terminated, truncated,
 
 @_kernel
 def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, single, xrow, xtable, arrival, time_log,
-                    ttype, type_min, gate, slot_of, atab, onehot, rinfo, rprog, celig, na_all, wplaced, T,
+                    ttype, type_min, gate, slot_of, atab, rtable, rinfo, rprog, celig, na_all, wplaced, T,
                     fxtab, qlog, rtab, template, max_alloc,
+                    time_col, cpu_col, gpu_col, progress_col, free_cpu_col, free_gpu_col, queue_col, running_col,
                     pending_x, pmask, pwhere, pmin, ahigh, feas, running_x, rmask, cluster_x):  # pragma: no cover
+    """The observations of ``ids``. Whole rows are copied from tables (``xtable``: a pending task's
+    static row, ``rtable``: a running task's by type, ``template``: a cluster's), then the
+    per-step features are written at their columns (the ``*_col`` arguments,
+    :class:`~envs.observation.FeatureColumns`)."""
     R = ids.size
     N, P = pending.shape[1], pending.shape[2]
     S = run.shape[2]
     M = rmask.shape[2]
     Fp = xtable.shape[1]
-    K = onehot.shape[1]
+    Fr = running_x.shape[3]
+    Fc = cluster_x.shape[2]
     for r in range(R):
         b = ids[r]
         t = t_all[b]
@@ -333,7 +342,7 @@ def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, sing
                 if g >= 0:
                     occupied += 1
                     pmask[r, i, p] = 1
-                    pending_x[r, i, p, K + 2] = time_log[t - arrival[g]]
+                    pending_x[r, i, p, time_col] = time_log[t - arrival[g]]
                     for j in range(N):
                         pwhere[r, i, p, j] = slot_of[g - base, j]
                     feas[r, i, p] = 1 if (gate[i, hc, hg, k] and not blocked) else 0
@@ -354,31 +363,31 @@ def _observe_kernel(ids, t_all, pending, run, width, free_all, placed_step, sing
                     if packed:
                         continue
                     rmask[r, i, m] = 0
-                    for f in range(K + 4):
+                    for f in range(Fr):
                         running_x[r, i, m, f] = 0.0
                     m += 1
                     continue
                 rmask[r, i, m] = 1
-                running_x[r, i, m, 0] = atab[rinfo[b, i, s, 1], 0]
-                running_x[r, i, m, 1] = atab[rinfo[b, i, s, 2], 1]
                 k = rinfo[b, i, s, 0]
-                for kk in range(K):
-                    running_x[r, i, m, 2 + kk] = onehot[k, kk]
-                running_x[r, i, m, K + 2] = time_log[t - rinfo[b, i, s, 5]]
-                running_x[r, i, m, K + 3] = np.float32(rprog[b, i, s])
+                for f in range(Fr):
+                    running_x[r, i, m, f] = rtable[k, f]
+                running_x[r, i, m, cpu_col] = atab[rinfo[b, i, s, 1], 0]
+                running_x[r, i, m, gpu_col] = atab[rinfo[b, i, s, 2], 1]
+                running_x[r, i, m, time_col] = time_log[t - rinfo[b, i, s, 5]]
+                running_x[r, i, m, progress_col] = np.float32(rprog[b, i, s])
                 m += 1
                 n_run += 1
             for mm in range(m, M):
                 rmask[r, i, mm] = 0
-                for f in range(K + 4):
+                for f in range(Fr):
                     running_x[r, i, mm, f] = 0.0
-            cluster_x[r, i, 0] = fxtab[free_all[b, i, 0], 0]
-            cluster_x[r, i, 1] = fxtab[free_all[b, i, 1], 1]
-            cluster_x[r, i, 2] = template[i, 2]
-            cluster_x[r, i, 3] = template[i, 3]
+            for f in range(Fc):
+                cluster_x[r, i, f] = template[i, f]
+            cluster_x[r, i, free_cpu_col] = fxtab[free_all[b, i, 0], 0]
+            cluster_x[r, i, free_gpu_col] = fxtab[free_all[b, i, 1], 1]
             waiting = celig[b * (T + 1) + na_all[b], i] - wplaced[b, i]
-            cluster_x[r, i, 4] = qlog[waiting - occupied]
-            cluster_x[r, i, 5] = rtab[n_run]
+            cluster_x[r, i, queue_col] = qlog[waiting - occupied]
+            cluster_x[r, i, running_col] = rtab[n_run]
         for i in range(N):
             for p in range(P):
                 g = pending[b, i, p]
@@ -477,30 +486,29 @@ class BatchedEdgeClusters:
         type_min[:K] = self.min_req
         self._type_min = type_min
 
-        # ---- observation tables: the builder's own constants, so values are bit-identical
-        ob = ObservationBuilder(spec)
-        self._inv_ptm = ob._inv_ptm
-        self._inv_scale = ob._inv_scale
-        self._inv_M = ob._inv_M
-        self._time_log = ob._time_log
-        self._type_onehot = ob._type_onehot
+        # ---- observation tables: the builder's own constants (ObservationTables), so values are bit-identical
+        self.columns = col = spec.columns
+        self.tables = tab = ObservationTables.from_spec(spec)
         # static pending row by (type, reach): the builder's per-task rows, tabulated
         xt = np.zeros((K + 1, N + 1, spec.Fp), dtype=np.float32)
-        xt[:K, :, 0:2] = (self.min_req * self._inv_ptm)[:, None, :]
-        xt[:K, :, 2:2 + K] = self._type_onehot[:K, None, :]
-        xt[:K, :, K + 3] = (np.arange(N + 1) / N)[None, :]
-        xt[K, :, K + 4] = 1.0
+        xt[:K, :, col.resources] = (self.min_req * tab.inv_per_task_max)[:, None, :]
+        xt[:K, :, col.types] = tab.type_onehot[:K, None, :]
+        xt[:K, :, col.reach] = (np.arange(N + 1) / N)[None, :]
+        xt[K, :, col.dummy] = 1.0
         self._gate = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1): the offer
         self._xtable2 = xt.reshape((K + 1) * (N + 1), spec.Fp)
-        self._queue_log = np.log1p(np.arange(T + 1, dtype=np.float64)) * ob._log_scale
+        # static running row by type: the type one-hot (row K: an empty slot, zeros)
+        self._rtable = np.zeros((K + 1, spec.Fr), dtype=np.float32)
+        self._rtable[:, col.types] = tab.type_onehot
+        self._queue_log = np.log1p(np.arange(T + 1, dtype=np.float64)) * tab.log_scale
         # float features as look-up tables, each built with the builder's own expression
         v = max(c1, g1)
-        self._atab = (np.arange(v, dtype=np.int64)[:, None] * self._inv_ptm).astype(np.float32)
+        self._atab = (np.arange(v, dtype=np.int64)[:, None] * tab.inv_per_task_max).astype(np.float32)
         s_max = int(self.capacity.max())
-        self._fxtab = (np.arange(s_max + 1, dtype=np.int64)[:, None] * self._inv_scale).astype(np.float32)
-        self._rtab = (np.arange(M + 1, dtype=np.int64) * self._inv_M).astype(np.float32)
+        self._fxtab = (np.arange(s_max + 1, dtype=np.int64)[:, None] * tab.inv_scale).astype(np.float32)
+        self._rtab = (np.arange(M + 1, dtype=np.int64) * tab.inv_running_slots).astype(np.float32)
         template = np.zeros((N, CLUSTER_FEATURES), dtype=np.float32)
-        template[:, 2:4] = self.capacity.astype(np.float32) * self._inv_scale
+        template[:, col.capacity] = self.capacity.astype(np.float32) * tab.inv_scale
         self._cluster_template = template
 
         # ---- state: flat task arrays with a sentinel at index B*T (read through -1)
@@ -556,6 +564,10 @@ class BatchedEdgeClusters:
         if np.unique(ids).size != ids.size:
             raise ValueError("env_ids must not repeat")
         return ids
+
+    def real_time(self, env_ids: Any = None) -> np.ndarray:
+        """The real time (steps of the simulator clock) of environments ``env_ids`` (None: all)."""
+        return self._t[self.env_ids(env_ids)].copy()
 
     # ------------------------------------------------------------------ reset
     def reset(self, env_ids: Any, seeds: Any) -> dict[str, np.ndarray]:
@@ -709,25 +721,26 @@ class BatchedEdgeClusters:
         return self._observe(ids)
 
     def _observe(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        spec = self.obs_spec
+        col = self.columns
         R, N, P, M = ids.size, self.N, self.P, self.M
         out = {
-            "pending_x": np.empty((R, N, P, spec.Fp), dtype=np.float32),
+            "pending_x": np.empty((R, N, P, col.pending_features), dtype=np.float32),
             "pending_mask": np.empty((R, N, P), dtype=np.int8),
             "pending_where": np.empty((R, N, P, N), dtype=np.int8),
             "pending_min": np.empty((R, N, P, 2), dtype=np.int64),
             "alloc_high": np.empty((R, N, 2), dtype=np.int64),
             "feasible": np.empty((R, N, P), dtype=np.int8),
-            "running_x": np.empty((R, N, M, spec.Fr), dtype=np.float32),
+            "running_x": np.empty((R, N, M, col.running_features), dtype=np.float32),
             "running_mask": np.empty((R, N, M), dtype=np.int8),
-            "cluster_x": np.empty((R, N, spec.Fc), dtype=np.float32),
+            "cluster_x": np.empty((R, N, col.cluster_features), dtype=np.float32),
         }
         _observe_kernel(
             ids, self._t, self._pending, self._run, self._width, self._free, self._placed_step, self.single, self._xrow,
-            self._xtable2, self._arrival, self._time_log, self._ttype, self._type_min, self._gate, self._slot_of,
-            self._atab, self._type_onehot, self._rinfo, self._rprog, self._celig, self._na,
+            self._xtable2, self._arrival, self.tables.time_log, self._ttype, self._type_min, self._gate, self._slot_of,
+            self._atab, self._rtable, self._rinfo, self._rprog, self._celig, self._na,
             self._wplaced, self.T, self._fxtab, self._queue_log, self._rtab, self._cluster_template,
-            self.max_alloc, *out.values(),
+            self.max_alloc, col.time, col.cpu, col.gpu, col.progress,
+            col.free_cpu, col.free_gpu, col.queue, col.running_tasks, *out.values(),
         )
         return out
 

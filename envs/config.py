@@ -199,6 +199,10 @@ def available_scenarios() -> list[str]:
 #: :class:`agents.training.config.TrainConfig`) and the network (``policy:``, ``agents.policy.PolicyConfig``)
 RECIPE_SECTIONS = ("policy", "train")
 
+#: the optional section of a scenario YAML that holds the quick recipe (``train.py --quick``): its own
+#: ``policy:`` and ``train:`` mappings, laid over the full recipe's (a first run in minutes on a CPU)
+QUICK_SECTION = "quick"
+
 #: scenario keys that are learning choices, not the workload: they change what the agents learn
 #: from, never the tasks, the clusters or how a schedule is scored, so a tuning candidate may change
 #: them and ``benchmarks/adopt.py`` writes them into the recipe like a ``train.``/``policy.`` value
@@ -207,16 +211,51 @@ LEARNING_KEYS = ("reward",)
 
 def split_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any], dict[str, dict[str, Any]]]:
     """A scenario YAML's path, its scenario mapping (``name`` defaulting to the file's stem) and its
-    :data:`RECIPE_SECTIONS` (each a mapping, empty when absent)."""
+    :data:`RECIPE_SECTIONS` (each a mapping, empty when absent); its :data:`QUICK_SECTION` is checked
+    and set aside (:func:`quick_recipe` reads it)."""
     path, raw = read_scenario_yaml(name_or_path)
+    sections = _pop_sections(path, raw, "")
+    _quick_sections(path, raw.pop(QUICK_SECTION, None))  # not the scenario: checked, set aside
+    raw.setdefault("name", path.stem)
+    return path, raw, sections
+
+
+def _pop_sections(path: Path, raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    """The :data:`RECIPE_SECTIONS` popped from ``raw`` (each a mapping, empty when absent);
+    ``where``: the enclosing section's name and a dot, for messages (``quick.``)."""
     sections = {}
     for key in RECIPE_SECTIONS:
         section = raw.pop(key, None) or {}
         if not isinstance(section, dict):
-            raise ConfigError(f"{path}: the '{key}' section must be a mapping")
+            raise ConfigError(f"{path}: the '{where}{key}' section must be a mapping")
         sections[key] = section
-    raw.setdefault("name", path.stem)
-    return path, raw, sections
+    return sections
+
+
+def _quick_sections(path: Path, quick: Any) -> dict[str, dict[str, Any]] | None:
+    """The :data:`QUICK_SECTION`'s recipe sections (None when the YAML has none); anything else in it raises."""
+    if quick is None:
+        return None
+    if not isinstance(quick, dict):
+        raise ConfigError(f"{path}: the '{QUICK_SECTION}' section must be a mapping of "
+                          f"{' and '.join(RECIPE_SECTIONS)} sections")
+    quick = dict(quick)
+    sections = _pop_sections(path, quick, f"{QUICK_SECTION}.")
+    if quick:
+        raise ConfigError(f"{path}: unknown {QUICK_SECTION} section(s) {', '.join(map(repr, quick))}; "
+                          f"valid: {', '.join(RECIPE_SECTIONS)}")
+    return sections
+
+
+def quick_recipe(name_or_path: str | Path) -> dict[str, dict[str, Any]]:
+    """The scenario YAML's quick recipe: its :data:`QUICK_SECTION`'s ``policy`` and ``train`` values,
+    which ``train.py --quick`` lays over the full recipe; ConfigError when the YAML has none."""
+    path, raw = read_scenario_yaml(name_or_path)
+    sections = _quick_sections(path, raw.get(QUICK_SECTION))
+    if sections is None:
+        raise ConfigError(f"{path} has no quick recipe (a '{QUICK_SECTION}:' section with train: and policy: "
+                          "values); train its full recipe without --quick")
+    return sections
 
 
 def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[str, Any] = ()) -> ScenarioConfig:
@@ -232,9 +271,11 @@ def read_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict]:
     if path.suffix not in (".yaml", ".yml"):
         path = CONFIG_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
-        raise ConfigError(
-            f"unknown scenario {str(name_or_path)!r}; available: {', '.join(available_scenarios())}"
-        )
+        available = ", ".join(available_scenarios())
+        if path != CONFIG_DIR / f"{name_or_path}.yaml":  # given as a file: say the file is missing
+            raise ConfigError(f"scenario file {str(name_or_path)!r} does not exist; the shipped scenarios "
+                              f"(by name, or configs/<name>.yaml): {available}")
+        raise ConfigError(f"unknown scenario {str(name_or_path)!r}; available: {available}")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

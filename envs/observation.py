@@ -12,9 +12,9 @@ Python loop over tasks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,13 +23,67 @@ from .durations import start_gate
 
 #: time and queue features are ``log1p(x) / log1p(LOG_NORM)``: 1.0 at 100 steps / tasks
 LOG_NORM = 100.0
-#: number of cluster features
-CLUSTER_FEATURES = 6
 #: observation keys, in the documented order
 KEYS = (
     "pending_x", "pending_mask", "pending_where", "pending_min", "alloc_high", "feasible",
     "running_x", "running_mask", "cluster_x",
 )
+
+
+@dataclass(frozen=True)
+class FeatureColumns:
+    """Column index of every feature of ``pending_x``, ``running_x`` and ``cluster_x`` for ``K`` task
+    types (the layout of ``docs/observation.md``); ``ObservationSpec.columns`` gives the spec's.
+
+    Pending and running rows start alike: ``cpu``, ``gpu`` (the pending task's minimum or the
+    running task's allocation, over ``per_task_max``), then the ``K`` one-hot type columns from
+    ``type_first``; then ``time`` (``L(waiting)`` / ``L(elapsed)``) and, pending, ``reach`` and
+    ``dummy`` or, running, ``progress``. Cluster rows do not depend on ``K``.
+    """
+
+    K: int
+    # -- pending_x and running_x (the K-dependent columns are set from K)
+    cpu: ClassVar[int] = 0
+    gpu: ClassVar[int] = 1
+    resources: ClassVar[slice] = slice(0, 2)  # (cpu, gpu)
+    type_first: ClassVar[int] = 2
+    types: slice = field(init=False, compare=False)  # the K one-hot type columns
+    time: int = field(init=False, compare=False)  # pending: L(t - arrival); running: L(t - start)
+    reach: int = field(init=False, compare=False)  # pending: fraction of clusters the task can reach
+    dummy: int = field(init=False, compare=False)  # pending: 1 for an empty slot
+    progress: int = field(init=False, compare=False)  # running: progress in [0, 1]
+    pending_features: int = field(init=False, compare=False)
+    running_features: int = field(init=False, compare=False)
+    # -- cluster_x: free (CPU, GPU) / scale, capacity (CPU, GPU) / scale, L(queue), running tasks / M
+    free_cpu: ClassVar[int] = 0
+    free_gpu: ClassVar[int] = 1
+    free: ClassVar[slice] = slice(0, 2)  # (free_cpu, free_gpu)
+    capacity_cpu: ClassVar[int] = 2
+    capacity_gpu: ClassVar[int] = 3
+    capacity: ClassVar[slice] = slice(2, 4)  # (capacity_cpu, capacity_gpu)
+    queue: ClassVar[int] = 4
+    running_tasks: ClassVar[int] = 5
+    cluster_features: ClassVar[int] = 6
+
+    def __post_init__(self) -> None:
+        K = self.K  # the one place the K-dependent offsets are written
+        derived = {
+            "types": slice(2, 2 + K), "time": K + 2, "reach": K + 3, "dummy": K + 4,  # pending
+            "progress": K + 3,  # running (time: K + 2, as pending)
+            "pending_features": K + 5, "running_features": K + 4,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+
+@lru_cache(maxsize=None)
+def feature_columns(K: int) -> FeatureColumns:
+    """The :class:`FeatureColumns` of ``K`` task types (one shared instance per ``K``)."""
+    return FeatureColumns(K)
+
+
+#: number of cluster features
+CLUSTER_FEATURES = FeatureColumns.cluster_features
 
 
 def running_slots(cfg: ScenarioConfig) -> int:
@@ -86,12 +140,17 @@ class ObservationSpec:
         return self.alloc_dims[0] * self.alloc_dims[1]
 
     @property
+    def columns(self) -> FeatureColumns:
+        """The column of every feature of ``pending_x``, ``running_x`` and ``cluster_x``."""
+        return feature_columns(self.K)
+
+    @property
     def Fp(self) -> int:
-        return self.K + 5
+        return self.columns.pending_features
 
     @property
     def Fr(self) -> int:
-        return self.K + 4
+        return self.columns.running_features
 
     @property
     def Fc(self) -> int:
@@ -134,19 +193,19 @@ class ObservationSpec:
         """``key -> (low, high)`` arrays (full shape) that contain every value the builder emits."""
         out = {}
         eps = 1e-4  # float32 round-off margin on the log features
-        K = self.K
+        col = self.columns
         for key, (shape, dtype) in self.shapes().items():
             low = np.zeros(shape, dtype=dtype)
             high = np.ones(shape, dtype=dtype)
             out[key] = (low, high)
         ptm = np.array(self.per_task_max, dtype=np.int64)
-        out["pending_x"][1][..., K + 2] = self.time_high + eps
+        out["pending_x"][1][..., col.time] = self.time_high + eps
         out["pending_where"][0][...] = -1
         out["pending_where"][1][...] = self.P - 1
         out["pending_min"][1][...] = ptm
         out["alloc_high"][1][...] = ptm
-        out["running_x"][1][..., K + 2] = self.time_high + eps
-        out["cluster_x"][1][..., 4] = self.queue_high + eps
+        out["running_x"][1][..., col.time] = self.time_high + eps
+        out["cluster_x"][1][..., col.queue] = self.queue_high + eps
         return out
 
     def builder(self, start_floor: float | None = None) -> "ObservationBuilder":
@@ -155,32 +214,61 @@ class ObservationSpec:
         return _shared_builder(self, start_floor)
 
 
+def log_feature_table(n: int) -> np.ndarray:
+    """``L(x) = log1p(x) / log1p(LOG_NORM)`` of ``x = 0 .. n - 1`` as float32: the time features."""
+    return (np.log1p(np.arange(n, dtype=np.float64)) * (1.0 / math.log1p(LOG_NORM))).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class ObservationTables:
+    """The float constants and look-up tables of one spec's observation features (treat the arrays
+    as read-only). :class:`ObservationBuilder` computes with them and
+    :class:`envs.batched.BatchedEdgeClusters` tabulates them with the same numpy expressions, which
+    is why the two give bit-identical observations.
+    """
+
+    inv_per_task_max: np.ndarray  # float32 (2,): 1 / per_task_max, the (cpu, gpu) scale of task rows
+    inv_scale: np.ndarray  # float32 (2,): 1 / (S_c, S_g), the scale of the free / capacity features
+    inv_running_slots: np.float32  # 1 / M, the scale of the running-tasks feature
+    log_scale: float  # 1 / log1p(LOG_NORM): L(x) = log1p(x) * log_scale
+    time_log: np.ndarray  # float32 (max_steps + 2,): L(0 .. max_steps + 1) (an empty run slot may read t + 1)
+    type_onehot: np.ndarray  # float32 (K + 1, K): row k the one-hot of type k, row K (empty slot) zeros
+
+    @classmethod
+    def from_spec(cls, spec: ObservationSpec) -> "ObservationTables":
+        K = spec.K
+        type_onehot = np.zeros((K + 1, K), dtype=np.float32)
+        type_onehot[np.arange(K), np.arange(K)] = 1.0
+        return cls(
+            inv_per_task_max=(1.0 / np.array(spec.per_task_max, dtype=np.float64)).astype(np.float32),
+            inv_scale=(1.0 / np.array(spec.scale, dtype=np.float64)).astype(np.float32),
+            inv_running_slots=np.float32(1.0 / spec.M),
+            log_scale=1.0 / math.log1p(LOG_NORM),
+            time_log=log_feature_table(spec.max_steps + 2),
+            type_onehot=type_onehot,
+        )
+
+
 class ObservationBuilder:
     """Builds observations for one spec; keeps per-workload lookup tables between calls.
 
     Empty pending / running slots hold ``-1``. Every per-task table has one extra *sentinel*
     row at the end, so indexing it with ``-1`` reads the features of an empty slot without a
-    masking pass; ``log1p`` of integer times comes from a precomputed table.
+    masking pass; ``log1p`` of integer times comes from a precomputed table. ``tables``
+    (:class:`ObservationTables`) holds the spec's feature constants, ``columns``
+    (:class:`FeatureColumns`) where each feature goes.
 
     ``start_floor``: the factor of the offer's start floor (:func:`envs.durations.start_gate`);
     None: the scenario's ``max_start_slowdown``; 0: the paper's offer whatever the scenario says
-    (an agent that applies a floor of its own, :mod:`agents.policy.online_floor`).
+    (an agent that applies a floor of its own, :mod:`agents.baselines.online_floor`).
     """
 
     def __init__(self, spec: ObservationSpec, start_floor: float | None = None) -> None:
         self.spec = spec
         self.start_floor = start_floor
-        K, P, N = spec.K, spec.P, spec.N
-        self._inv_ptm = (1.0 / np.array(spec.per_task_max, dtype=np.float64)).astype(np.float32)
-        self._inv_scale = (1.0 / np.array(spec.scale, dtype=np.float64)).astype(np.float32)
-        self._inv_M = np.float32(1.0 / spec.M)
-        self._log_scale = 1.0 / math.log1p(LOG_NORM)
-        # log feature of 0 .. max_steps + 1 steps (elapsed of an empty run slot may read t + 1)
-        self._time_log = (np.log1p(np.arange(spec.max_steps + 2, dtype=np.float64)) * self._log_scale).astype(
-            np.float32
-        )
-        self._type_onehot = np.zeros((K + 1, K), dtype=np.float32)  # row K: empty slot
-        self._type_onehot[np.arange(K), np.arange(K)] = 1.0
+        P, N = spec.P, spec.N
+        self.tables = ObservationTables.from_spec(spec)
+        self.columns = spec.columns
         self._slot_ids = np.arange(P, dtype=np.int8)
         self._rows = np.arange(N)[:, None]
         self._clusters = np.arange(N)
@@ -194,7 +282,7 @@ class ObservationBuilder:
             raise ValueError(
                 f"simulator has pending shape {sim.pending.shape}, observation spec expects {(spec.N, spec.P)}"
             )
-        K = spec.K
+        K, tab, col = spec.K, self.tables, self.columns
         T = sim.workload.num_tasks
         task_type = np.asarray(sim.task_type, dtype=np.int64)
         min_req = np.asarray(sim.min_req, dtype=np.int64)
@@ -203,10 +291,10 @@ class ObservationBuilder:
         self._arrival = np.append(np.asarray(sim.arrival, dtype=np.int64), 0)  # sentinel set to t per call
         # static part of every task's pending row (waiting-time column filled per call)
         rows = np.zeros((T + 1, spec.Fp), dtype=np.float32)
-        rows[:T, 0:2] = (min_req * self._inv_ptm)[task_type]
-        rows[:T, 2:2 + K] = self._type_onehot[task_type]
-        rows[:T, K + 3] = sim.eligible.sum(axis=1) / spec.N
-        rows[T, K + 4] = 1.0  # dummy flag of an empty slot
+        rows[:T, col.resources] = (min_req * tab.inv_per_task_max)[task_type]
+        rows[:T, col.types] = tab.type_onehot[task_type]
+        rows[:T, col.reach] = sim.eligible.sum(axis=1) / spec.N
+        rows[T, col.dummy] = 1.0  # dummy flag of an empty slot
         self._pending_rows = rows
         mins = np.zeros((K + 1, 2), dtype=np.int64)
         mins[:K] = min_req
@@ -219,19 +307,19 @@ class ObservationBuilder:
         self._slot_of = np.full((T + 1, spec.N), -1, dtype=np.int8)
         cap = np.asarray(sim.capacity, dtype=np.float32)
         self._cluster_template = np.zeros((spec.N, CLUSTER_FEATURES), dtype=np.float32)
-        self._cluster_template[:, 2:4] = cap * self._inv_scale
+        self._cluster_template[:, col.capacity] = cap * tab.inv_scale
         self._workload = sim.workload
 
     # -- the hot path -------------------------------------------------------------------
     def __call__(self, sim: Any) -> dict[str, np.ndarray]:
         if sim.workload is not self._workload:
             self._prepare(sim)
-        spec = self.spec
-        K, M = spec.K, spec.M
+        spec, tab, col = self.spec, self.tables, self.columns
+        M = spec.M
         t = sim.t
-        time_log = self._time_log
+        time_log = tab.time_log
         if t >= time_log.shape[0] - 1:  # driven past the step cap by non-env code: compute directly
-            time_log = (np.log1p(np.arange(t + 2, dtype=np.float64)) * self._log_scale).astype(np.float32)
+            time_log = log_feature_table(t + 2)
         rows = self._rows
 
         # ---- pending slots
@@ -240,7 +328,7 @@ class ObservationBuilder:
         pending_x = self._pending_rows[pending]  # fresh (N, P, Fp); empty slots read the sentinel
         arrival = self._arrival
         arrival[-1] = t  # sentinel: an empty slot has waited 0 steps
-        pending_x[..., K + 2] = time_log[t - arrival[pending]]
+        pending_x[..., col.time] = time_log[t - arrival[pending]]
         ptypes = self._types[pending]
         pending_min = np.take(self._type_min, ptypes, axis=0)  # (N, P, 2)
 
@@ -261,19 +349,19 @@ class ObservationBuilder:
         if run.shape[1] != M:
             run = _first_occupied(run, M)
         rmask = run >= 0
-        running_x = np.empty((spec.N, M, spec.Fr), dtype=np.float32)
-        running_x[..., 0:2] = sim.alloc[run] * self._inv_ptm
-        np.take(self._type_onehot, self._types[run], axis=0, out=running_x[..., 2:2 + K])
-        running_x[..., K + 2] = time_log[t - sim.start[run]]
-        running_x[..., K + 3] = sim.progress[run]
+        running_x = np.empty((spec.N, M, col.running_features), dtype=np.float32)
+        running_x[..., col.resources] = sim.alloc[run] * tab.inv_per_task_max
+        np.take(tab.type_onehot, self._types[run], axis=0, out=running_x[..., col.types])
+        running_x[..., col.time] = time_log[t - sim.start[run]]
+        running_x[..., col.progress] = sim.progress[run]
         running_x *= rmask[..., None]
 
         # ---- clusters
         cluster_x = self._cluster_template.copy()
-        cluster_x[:, 0:2] = sim.free * self._inv_scale
+        cluster_x[:, col.free] = sim.free * tab.inv_scale
         queue = np.fromiter(map(len, sim.waiting), dtype=np.int64, count=spec.N) - mask.sum(axis=1)
-        cluster_x[:, 4] = np.log1p(queue) * self._log_scale
-        cluster_x[:, 5] = rmask.sum(axis=1) * self._inv_M
+        cluster_x[:, col.queue] = np.log1p(queue) * tab.log_scale
+        cluster_x[:, col.running_tasks] = rmask.sum(axis=1) * tab.inv_running_slots
 
         return {
             "pending_x": pending_x,

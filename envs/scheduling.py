@@ -127,8 +127,10 @@ def episode_loop(sim: Simulator) -> Generator[None, Decision, None]:
         sim.advance()
 
 
-def episode_result(sim: Simulator, name: str, seed: int, decision_seconds: float) -> EpisodeResult:
-    """The :class:`EpisodeResult` of a finished episode (``decision_seconds``: time spent deciding)."""
+def episode_result(sim: Simulator, name: str, seed: int, decision_seconds: float,
+                   extra: dict[str, Any] | None = None) -> EpisodeResult:
+    """The :class:`EpisodeResult` of a finished episode (``decision_seconds``: time spent deciding;
+    ``extra``: what the scheduler reports of its episode, :func:`scheduler_extra`)."""
     steps = max(sim.t, 1)
     return EpisodeResult(
         scheduler=name,
@@ -143,7 +145,15 @@ def episode_result(sim: Simulator, name: str, seed: int, decision_seconds: float
         invalid=sim.invalid,
         truncated=sim.truncated,
         steps=sim.t,
+        extra=dict(extra or {}),
     )
+
+
+def scheduler_extra(scheduler: Any) -> dict[str, Any]:
+    """What a scheduler reports of the episode it just ran: its ``episode_stats()`` where it has
+    one (the learned policy's coordination counts), else nothing."""
+    stats = getattr(scheduler, "episode_stats", None)
+    return dict(stats()) if callable(stats) else {}
 
 
 def scheduler_name(scheduler: Any) -> str:
@@ -170,7 +180,7 @@ def run_episode(
             loop.send(decision)
     except StopIteration:
         pass
-    return episode_result(sim, scheduler_name(scheduler), seed, spent)
+    return episode_result(sim, scheduler_name(scheduler), seed, spent, scheduler_extra(scheduler))
 
 
 #: ``decide_batch(schedulers, sims) -> decisions``: one decision per (scheduler, simulator) pair
@@ -216,4 +226,5 @@ def run_episodes_batched(
             except StopIteration:
                 pass
         live = running
-    return [episode_result(sim, scheduler_name(s), seed, t) for s, sim, seed, t in zip(schedulers, sims, seeds, spent)]
+    return [episode_result(sim, scheduler_name(s), seed, t, scheduler_extra(s))
+            for s, sim, seed, t in zip(schedulers, sims, seeds, spent)]

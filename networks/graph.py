@@ -5,7 +5,7 @@ dimension ``B``; this module turns them into the node-feature and edge-index dic
 torch-geometric heterogeneous layer consumes, for all ``B`` samples at once (pure tensor ops:
 ``cumsum``, boolean indexing, ``nonzero``; no Python loop over samples, no ``HeteroData``).
 
-Node types (reference §1.8, with our fixes):
+Node types:
 
 * ``pending``: one node per *distinct* pending task. A task pending at several clusters is
   a single node, identified through ``pending_where``: its canonical slot is the one in the

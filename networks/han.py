@@ -1,12 +1,12 @@
 """HAN encoder: torch-geometric ``HANConv`` with per-graph semantic attention.
 
 Stock ``HANConv`` averages the semantic-attention keys over *every* node of a type in the
-mini-batch, so a sample's embedding depends on the other samples batched with it
-(reference §2.1, ecosystem §2.2). :class:`PerGraphHANConv` keeps HANConv's parameters and
+mini-batch, so a sample's embedding depends on the other samples batched with it. :class:`PerGraphHANConv` keeps HANConv's parameters and
 node-level attention but averages per graph, which makes each sample's output independent
 of the batch. It can also add the *self* relation (a node's own projected features as one more
 semantic input, equal to a self-loop edge type whose attention softmax is 1), so a node's
-own features always reach its output (fixing the reference's identical-embedding bug).
+own features always reach its output (without it, nodes of one type with the same
+neighbours get identical embeddings).
 
 :class:`HANEncoder` stacks such layers. Default: input projections, then ``layers`` x
 (HANConv, residual, LayerNorm); the residual carries a node's own features, so the self
@@ -27,6 +27,7 @@ from .gemm import apply_linear, linear, scale_heads
 from .graph import (
     METADATA, NODE_TYPES, ONE_SOURCE_RELATIONS, EncoderOutput, HeteroBatch, build_hetero_batch, cluster_input_dim,
 )
+from .pyg_modules import install as install_module_cache
 
 
 def attention_matrix(atts: list[Tensor], eye: Tensor) -> Tensor:
@@ -207,28 +208,4 @@ class GraphEncoder(nn.Module):
         return EncoderOutput(task=task, cluster=h["cluster"].view(B, N, -1), glob=h["shortcut"])
 
 
-def _remove_generated_modules() -> None:
-    """Delete the source files torch-geometric generated for this package's message-passing classes
-    (``MessagePassing`` renders a ``propagate`` module per class into the temporary directory and
-    never removes it); run at the exit of every process that built one."""
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    tmp = Path(tempfile.gettempdir()).resolve()
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not name.startswith(f"{__name__}_") or not path:
-            continue
-        path = Path(path)
-        if path.parent.resolve() == tmp and path.suffix == ".py":
-            path.unlink(missing_ok=True)
-
-
-def _register_cleanup() -> None:
-    import atexit
-
-    atexit.register(_remove_generated_modules)
-
-
-_register_cleanup()
+install_module_cache()  # torch-geometric's generated propagate modules: one reused file per class

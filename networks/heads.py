@@ -167,7 +167,7 @@ class CentralCritic(nn.Module):
     """Centralised critic: every agent's value from its cluster embedding and global summaries.
 
     Input per agent ``[own cluster, mean over clusters, attention pool over clusters, global]``,
-    so it works for any number of clusters; the output layer is linear (no final ReLU, §7.3).
+    so it works for any number of clusters; the output layer is linear (no final ReLU: values are negative).
     """
 
     def __init__(self, n_agents: int, hidden: int) -> None:

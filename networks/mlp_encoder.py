@@ -1,7 +1,7 @@
 """Ablation encoder (``no-han`` and ``vanilla``): a per-slot MLP instead of the graph network.
 
 Each slot's input is its pending features concatenated with its cluster's features (the
-reference's stacked observation, §2.6); 4 x (Linear, ReLU). Running tasks are seen only
+authors' code's stacked observation); 4 x (Linear, ReLU). Running tasks are seen only
 through the cluster features (running count). Cluster embeddings (for the critic and to
 tell agents apart) are an MLP of the cluster features plus the mean of the occupied slots.
 """

@@ -1,11 +1,11 @@
-"""Pointer network for task selection (paper eq. 10, reference §2.3 with fixes).
+"""Pointer network for task selection (paper §IV-B, eq. 10).
 
 Per agent: a small transformer encoder (default 2 layers, 4 heads, post-norm, ReLU, no
 positional encoding, so the scores are permutation-equivariant over slots) over the agent's
 ``P`` slot embeddings, with empty slots excluded through a key padding mask, then additive
 attention ``u_p = v^T tanh(W_q q + W_r e_p)`` with ``q`` the mean over occupied slots.
 Logits of empty and infeasible slots are masked. There is no dropout, so the behaviour
-policy and the policy whose log-probs are trained are the same function (§7.5).
+policy and the policy whose log-probs are trained are the same function.
 """
 
 from __future__ import annotations

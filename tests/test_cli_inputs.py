@@ -123,6 +123,19 @@ def test_truncated_checkpoint_message_is_short(tmp_path, capsys):
     assert "corrupt" in line and "miniz" not in line and len(line) < 250
 
 
+def test_evaluating_an_untrained_model_says_so(tmp_path, capsys):
+    """A checkpoint whose weights no update touched (a best.pt that stayed the step-0 model) is
+    evaluated, with a warning; the shipped, trained one gets none."""
+    ckpt = torch.load(ROOT / "checkpoints" / "synthetic-3.pt", weights_only=True)
+    assert ckpt["counters"]["update_step"] > 0
+    ckpt["counters"]["update_step"] = 0
+    torch.save(ckpt, tmp_path / "best.pt")
+    for path, warned in ((tmp_path / "best.pt", True), (ROOT / "checkpoints" / "synthetic-3.pt", False)):
+        assert evaluate_main()(["--scenario", "synthetic-3", "num_tasks=8", "--checkpoint", str(path), "--schedulers",
+                                "min", "--seeds", "5", "--quiet", "--out", str(tmp_path / f"o{warned}")]) == 0
+        assert ("holds an untrained model" in capsys.readouterr().err) == warned
+
+
 def test_incompatible_checkpoint_says_task_types(tmp_path, capsys):
     from agents.policy import PolicyConfig, TapFingerPolicy, save_policy_checkpoint
     from envs.config import load_scenario
@@ -218,11 +231,21 @@ def test_evaluate_warns_below_five_seeds(tmp_path, capsys):
     assert "warning: 2 seeds give wide 95% intervals" in capsys.readouterr().err
 
 
+def test_a_fatal_error_is_not_preceded_by_the_few_seeds_warning(tmp_path, capsys):
+    """Bad input is refused with its one line alone: the warnings about the seeds come only once
+    the input is checked."""
+    assert evaluate_main()(["--scenario", "no-such-scenario", "--seeds", "2", "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evaluate.py: error:") and "warning:" not in err
+    assert evaluate_main()(["--report", "--scenario", "no-such-scenario", "--seeds", "2", "--quiet"]) == 2
+    assert "warning:" not in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------
 # scheduler options and checkpoint names (issue 13, item 7)
 # ---------------------------------------------------------------------------------------
 def test_one_scheduler_option_syntax_for_evaluate_and_the_benchmark(tmp_path, capsys):
-    from agents.evaluation.schedulers import parse_scheduler_spec, split_scheduler_list
+    from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
 
     spec = importlib.util.spec_from_file_location("bench_baselines", ROOT / "benchmarks" / "baselines.py")
     bench = importlib.util.module_from_spec(spec)
@@ -297,7 +320,9 @@ def test_short_run_reports_rounding_eval_lines_and_best_step(tmp_path, capsys, m
     done = [ln for ln in out.out.splitlines() if ln.startswith("done: 80 env steps")]
     assert len(done) == 1 and " at env step " in done[0]
     assert "test_reward" not in text and "\x1b[" not in text  # no tianshou line, no bar escapes off a TTY
-    assert any(re.fullmatch(r"step \d+/80 \(\d+%\)(, \d+ env steps/s)?", ln) for ln in out.out.splitlines()), out.out
+    status = (r"step \d+/80 \(\d+%\)(, \d+ env steps/s, ETA [\d:]+)?; validation mean JCT (n/a|\d+\.\d{3})"
+              r"( \(best \d+\.\d{3}\))?(; rival \S+ \d+\.\d{3})?(; validating)?")
+    assert any(re.fullmatch(status, ln) for ln in out.out.splitlines()), out.out
     best = torch.load(tmp_path / "short" / "best.pt", weights_only=True)["counters"]
     assert f"at env step {best['best_env_step']}" in done[0]
     if best["best_env_step"] == 0:

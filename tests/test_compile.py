@@ -12,7 +12,8 @@ import torch
 
 from agents.policy import PolicyConfig, TapFingerPolicy
 from agents.policy.conflict import CONFLICT_MODES, resolve_conflicts
-from agents.training.config import COMPILE_MODES, TrainConfig
+from agents.policy.modes import COMPILE_MODES
+from agents.training.config import TrainConfig
 from envs import load_scenario
 from envs.config import ConfigError
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from agents.evaluation import TIMING_FIELDS, t_interval
+from agents.evaluation.summary import ORACLE_MARK
 from envs.bound import fastest_durations
 from envs.config import ConfigError, load_scenario
 from envs.core import Simulator
@@ -105,7 +106,7 @@ def test_summary_schema_and_table(outputs):
     a, _, stdout = outputs
     summary = json.loads((a / "summary.json").read_text())
     from agents.baselines import ORACLE_BASELINES, available_schedulers
-    from agents.evaluation.schedulers import all_schedulers
+    from agents.baselines.specs import all_schedulers
 
     # no checkpoint: no reduction, paired differences or target
     assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle", "max_start_slowdown"}
@@ -115,20 +116,25 @@ def test_summary_schema_and_table(outputs):
     assert list(summary["schedulers"]) == all_schedulers()
     assert "optimus:preemptive=false" in summary["schedulers"]  # a non-oracle baseline of the target
     keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system", "cpu_util", "gpu_util",
-            "decision_ms", "conflicts"}
+            "decision_ms", "conflicts", "coordination"}
     for name, s in summary["schedulers"].items():
         assert set(s) == keys, name
         assert s["conflicts"] == 0.0, name  # centralised baselines never claim a task twice
+        assert s["coordination"] is None, name  # only a learned policy's agents claim on their own
         assert s["ci95"][0] <= s["ci95"][1]
         assert 0.0 <= s["cpu_util"] <= 1.0 and 0.0 <= s["gpu_util"] <= 1.0
         assert s["decision_ms"] >= 0.0
         assert summary["bound"]["mean_jct"] <= s["mean_jct"], name  # nobody beats the bound
         assert name in stdout
-    # the printed table: best first, the bound on top
-    order = [line.split()[0] for line in stdout.splitlines()[2:] if line.strip()]
+    # the printed table: best first, the bound on top, each oracle baseline's row marked (explained under it)
+    names = set(summary["schedulers"]) | {"bound"}
+    rows = [line.split() for line in stdout.splitlines()[2:] if line.split() and line.split()[0] in names]
+    order = [row[0] for row in rows]
     means = {n: s["mean_jct"] for n, s in summary["schedulers"].items()}
     assert order[0] == "bound"
     assert order[1:] == sorted(means, key=means.get)
+    assert [row[0] for row in rows if row[1] == ORACLE_MARK] == [n for n in order if n in summary["oracle"]]
+    assert summary["oracle"] and f"{ORACLE_MARK} oracle baseline: reads the true task durations" in stdout
 
 
 def test_every_scheduler_has_every_task_on_the_same_workload(outputs, cfg):
@@ -280,7 +286,10 @@ def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
         assert red == pytest.approx(1 - tap / summary["schedulers"][name]["mean_jct"], rel=1e-12)
     rows = [r for r in read_rows(out / "tasks.csv") if r["scheduler"] == "tapfinger"]
     assert len(rows) == 2 * 12 and all(r["jct"] for r in rows)
-    assert "tap. gain" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tap. gain" in printed and "coordination of tapfinger:" in printed
+    coordination = summary["schedulers"]["tapfinger"]["coordination"]
+    assert coordination["uniform"] <= coordination["matching"] and 0.0 <= coordination["idle_share"] <= 1.0
     # conflicts per episode: what the episodes themselves counted
     from agents.policy.scheduler import TapFingerScheduler
     from envs import load_scenario, run_episode

@@ -5,7 +5,12 @@ Run-directory ownership (concurrent and repeated names, ``run_name`` escaping ``
 run's ``best.pt`` never adopted), SIGTERM (saves ``last.pt``, exits 143, resumes), a kill
 mid-save, vector env worker and Ray actor death (a clear error, never a hang), a full disk,
 unwritable outputs, the plan and memory ceilings, an evaluation in which no task finishes, and
-the smaller cases (pickle message, huge seeds, torch-geometric's generated files).
+the smaller cases (pickle message, huge seeds, torch-geometric's generated files). Nothing is
+silently rewound, mixed or half-written: ``evaluate.py`` outputs are all or nothing, replaced only
+with ``--overwrite`` and written by one evaluation at a time; ``--resume`` never rewinds a run;
+a malformed checkpoint is one line before any run directory exists; a run stopped before its
+first ``last.pt`` leaves no directory; a full disk exits 74; the memory estimate covers the
+allocation grid; scheduler options and integer flags are typed and bounded.
 
 Every train.py run here is tiny (sjf-3 with a dozen tasks, a 16-wide network, one thread).
 """
@@ -25,6 +30,7 @@ import pytest
 import torch
 
 import train as train_cli
+from agents.output_dirs import EXIT_IO_ERROR, OutputWriteError
 from agents.policy.checkpoint import CheckpointError, read_checkpoint, save_policy_checkpoint
 from agents.training import BEST, LAST, load_checkpoint, prepare_run, run_training
 from agents.training import rundir
@@ -265,7 +271,7 @@ def test_a_full_disk_during_a_save_is_one_clear_error_and_keeps_the_previous_fil
     real = shutil.disk_usage
     monkeypatch.setattr(torch, "save", full)
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=4096))
-    with pytest.raises(CheckpointError, match="no space left on the device.*previous file, if any, is unchanged"):
+    with pytest.raises(OutputWriteError, match="no space left on the device.*previous file, if any, is unchanged"):
         save_policy_checkpoint(path, policy, cfg)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [LAST]  # no partial file left
@@ -380,14 +386,368 @@ def test_a_huge_seed_is_one_line_of_error(tmp_path, capsys, seed):
     assert "seed must be between 0 and 4294967295" in capsys.readouterr().err
 
 
-def test_torch_geometrics_generated_modules_are_removed_at_exit(tmp_path):
-    code = ("import tempfile, sys; from agents.policy import PolicyConfig, TapFingerPolicy;"
-            "from envs.observation import ObservationSpec; from envs.config import load_scenario;"
-            "TapFingerPolicy(ObservationSpec.from_config(load_scenario('sjf-3')), PolicyConfig(hidden=16, encoder='pyg'));"
-            "print([m.__file__ for n, m in sys.modules.items() if n.startswith('networks.han_')][0])")
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+_GENERATE = ("import sys; from agents.policy import PolicyConfig, TapFingerPolicy;"
+             "from envs.observation import ObservationSpec; from envs.config import load_scenario;"
+             "TapFingerPolicy(ObservationSpec.from_config(load_scenario('sjf-3')),"
+             " PolicyConfig(hidden=16, encoder='pyg'));"
+             "print([m.__file__ for n, m in sys.modules.items() if n.startswith('networks.han_')][0], flush=True);")
+
+
+def test_torch_geometrics_generated_modules_are_one_reused_file_even_after_sigkill(tmp_path):
+    """Two processes, each killed by SIGKILL, reuse one generated module in the cache directory and
+    leave nothing in the temporary directory."""
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYG_HOME": str(tmp_path / "pyg")}
+    files = []
+    for _ in range(2):
+        code = _GENERATE + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        files.append(Path(proc.stdout.strip().splitlines()[-1]))
+    assert files[0] == files[1] and files[0].parent == tmp_path / "pyg" / "generated" and files[0].is_file()
+    assert files[0].name.startswith("networks.han_PerGraphHANConv_propagate-")
+    assert [p.name for p in files[0].parent.glob("*.py")] == [files[0].name]
+    assert not list((tmp_path / "tmp").rglob("*.py"))
+
+
+def test_without_a_writable_cache_the_generated_modules_are_removed_at_exit(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "pyg").write_text("a file, not a directory")
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYG_HOME": str(tmp_path / "pyg")}
+    proc = subprocess.run([sys.executable, "-c", _GENERATE], cwd=ROOT, capture_output=True, text=True, env=env,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     generated = Path(proc.stdout.strip().splitlines()[-1])
-    assert generated.parent == tmp_path and generated.name.startswith("networks.han_PerGraphHANConv")
-    assert not generated.exists() and not list(tmp_path.glob("*.py"))
+    assert generated.parent == tmp_path / "tmp" and not generated.exists()
+    assert not list((tmp_path / "tmp").glob("*.py"))
+
+
+# ---------------------------------------------------------------------------------------
+# evaluate.py outputs: all or nothing, never replaced unasked, one writer at a time
+# ---------------------------------------------------------------------------------------
+EVAL = ["--scenario", "synthetic-3", "--schedulers", "min", "--workers", "1", "--quiet", "num_tasks=8"]
+
+
+def _evaluate(*args: str) -> int:
+    from evaluate import main as evaluate
+
+    return evaluate([*EVAL, *args])
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def _one_error_line(err: str, prog: str = "evaluate.py") -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("warning:")]
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_default_out_is_a_new_directory_per_evaluation(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _evaluate("--seeds", "1") == 0
+    assert _evaluate("--seeds", "1") == 0
+    runs = sorted((tmp_path / "results" / "synthetic-3").iterdir())
+    assert len(runs) == 2 and all(r.name.startswith("baselines-") for r in runs)
+    assert all((r / "summary.json").is_file() for r in runs)
+    assert not [p.name for p in (tmp_path / "results" / "synthetic-3").iterdir() if p.name.startswith(".")]
+    assert f"wrote {runs[-1].relative_to(tmp_path)}/" in capsys.readouterr().err
+
+
+def test_an_out_holding_an_evaluation_is_replaced_only_with_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _evaluate("--seeds", "1", "--out", str(out)) == 0
+    before = _snapshot(out)
+    capsys.readouterr()
+    assert _evaluate("--seeds", "2", "--out", str(out)) == 2
+    assert "--overwrite" in _one_error_line(capsys.readouterr().err)
+    assert _snapshot(out) == before
+    assert _evaluate("--seeds", "2", "--out", str(out), "--overwrite") == 0
+    assert len(json.loads((out / "summary.json").read_text())["seeds"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging, aside or lock files left
+    capsys.readouterr()
+    (out / "notes.txt").write_text("mine")  # a file an evaluation never writes: never deleted
+    assert _evaluate("--seeds", "1", "--out", str(out), "--overwrite") == 2
+    assert "notes.txt" in _one_error_line(capsys.readouterr().err)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "data.bin").write_text("x")
+    assert _evaluate("--seeds", "1", "--out", str(other), "--overwrite") == 2
+    assert "holds other files" in _one_error_line(capsys.readouterr().err)
+    assert (other / "data.bin").read_text() == "x"
+
+
+def test_a_full_disk_mid_write_exits_74_and_leaves_the_previous_outputs(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import agents.evaluation.summary as summary
+
+    out = tmp_path / "out"
+    assert _evaluate("--seeds", "1", "--out", str(out)) == 0
+    before = _snapshot(out)
+
+    def full(path, run):
+        path.write_text("scheduler,seed,task,par")  # a truncated file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(summary, "write_tasks_csv", full)
+    capsys.readouterr()
+    assert _evaluate("--seeds", "2", "--out", str(out), "--overwrite") == EXIT_IO_ERROR
+    line = _one_error_line(capsys.readouterr().err)
+    assert "No space left on device" in line and "unchanged" in line
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_too_little_space_for_the_outputs_is_refused_before_any_episode(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import agents.output_dirs as output_dirs
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(output_dirs.shutil, "disk_usage", lambda p: real(p)._replace(free=2**20))
+    started = time.monotonic()
+    assert _evaluate("--seeds", "200", "--out", str(tmp_path / "out"), "num_tasks=400") == 2
+    assert "MiB free" in _one_error_line(capsys.readouterr().err) and time.monotonic() - started < 20
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_second_evaluation_of_the_same_out_is_refused_and_a_dead_holder_blocks_nothing(tmp_path, capsys):
+    from agents.evaluation.outputs import StagedOutput
+
+    out = tmp_path / "results" / "out"
+    with StagedOutput(out):  # another evaluation holds --out
+        started = time.monotonic()
+        assert _evaluate("--seeds", "50", "--out", str(out)) == 2
+        assert "being written by another evaluation" in _one_error_line(capsys.readouterr().err)
+        assert time.monotonic() - started < 20 and not out.exists()
+    holder = ("import os, signal, sys; from agents.evaluation.outputs import StagedOutput;"
+              "s = StagedOutput(sys.argv[1]); s.staging.mkdir(); (s.staging / 'summary.json').write_text('{}');"
+              "os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", holder, str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert any(p.name.startswith(".out.tmp-") for p in out.parent.iterdir())  # what the crash left
+    assert _evaluate("--seeds", "1", "--out", str(out)) == 0  # the kernel released the lock
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out"]  # the dead writer's staging is gone
+
+
+def test_outputs_left_aside_by_a_killed_publish_are_put_back(tmp_path):
+    from agents.evaluation.outputs import StagedOutput
+
+    aside = tmp_path / ".out.old-123-abcd"  # killed between renaming the old outputs aside and the new in
+    aside.mkdir()
+    (aside / "summary.json").write_text("{}")
+    with pytest.raises(ConfigError, match="--overwrite"):
+        StagedOutput(tmp_path / "out")
+    assert (tmp_path / "out" / "summary.json").read_text() == "{}" and not aside.exists()
+
+
+def test_the_report_is_written_whole_and_replaced_only_with_overwrite(tmp_path, capsys):
+    from evaluate import main as evaluate
+
+    out = tmp_path / "report"
+    argv = ["--report", "--scenario", "sjf-3", "--schedulers", "min", "--seeds", "1", "--workers", "1",
+            "--checkpoint-dir", str(tmp_path / "none"), "--out", str(out), "--quiet", "num_tasks=8"]
+    assert evaluate(argv) == 0
+    assert (out / "REPORT.md").is_file() and (out / "sjf-3" / "summary.json").is_file()
+    capsys.readouterr()
+    assert evaluate(argv) == 2 and "--overwrite" in _one_error_line(capsys.readouterr().err)
+    assert evaluate([*argv, "--overwrite"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+# ---------------------------------------------------------------------------------------
+# --resume never rewinds; malformed checkpoints are one line, before any run directory
+# ---------------------------------------------------------------------------------------
+def test_resume_from_an_older_file_of_the_run_is_refused(finished_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run[1], run)  # the shared run stays as it is
+    data = torch.load(run / LAST, weights_only=True)
+    newest = data["counters"]["env_step"]
+    data["counters"]["env_step"] = 40
+    torch.save(data, run / "older.pt")
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    for name, why in (("older.pt", f"older than this run's last.pt (step 40 < {newest})"), (BEST, "")):
+        assert train_cli.main(["--resume", str(run / name), "--steps", "400", "--quiet"]) == 2
+        line = _one_error_line(capsys.readouterr().err, "train.py")
+        assert why in line and f"resume from {run / LAST}" in line and "copy the file elsewhere" in line
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+    assert train_cli.main(["--resume", str(run), "--steps", str(newest + 40), "--quiet"]) == 0  # last.pt goes on
+
+
+def _mutated(finished_run, tmp_path: Path, mutate) -> Path:
+    data = torch.load(finished_run[1] / LAST, weights_only=True)
+    mutate(data)
+    path = tmp_path / "copied" / LAST  # not in its run's directory: it would start a new run
+    path.parent.mkdir()
+    torch.save(data, path)
+    return path
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d.update(scenario=["not", "a", "mapping"]), "scenario must be a mapping, got list"),
+    (lambda d: d["counters"].update(env_step=float("nan")), "counters.env_step must be an integer >= 0, got nan"),
+    (lambda d: d["counters"].pop("epoch"), "counters lacks epoch"),
+    (lambda d: d.update(optimizer={"lr": 1e-4}), "optimizer lacks state, param_groups"),
+    (lambda d: d["return_scaler"].update(var=-1.0), "return_scaler.var must be a finite number >= 0"),
+    (lambda d: d["rng"].pop("torch"), "rng lacks torch"),
+    (lambda d: d["model"].update({"alien": 3}), "model.alien must be a tensor"),
+    (lambda d: d["policy_config"].update(hidden=32), "weights do not fit the architecture"),
+    (lambda d: d["optimizer"]["param_groups"][0]["params"].pop(), "optimizer state holds"),
+])
+def test_a_malformed_checkpoint_is_one_line_and_creates_no_run_directory(finished_run, tmp_path, capsys, mutate,
+                                                                          message):
+    path = _mutated(finished_run, tmp_path, mutate)
+    logdir = tmp_path / "logs"
+    assert train_cli.main(["--resume", str(path), "--steps", "400", "--logdir", str(logdir), "--quiet"]) == 2
+    assert message in _one_error_line(capsys.readouterr().err, "train.py")
+    assert not logdir.exists()
+
+
+def test_evaluate_reports_a_malformed_checkpoint_in_one_line(finished_run, tmp_path, capsys):
+    path = _mutated(finished_run, tmp_path, lambda d: d.update(scenario=42))
+    assert _evaluate("--seeds", "1", "--checkpoint", str(path), "--out", str(tmp_path / "out")) == 2
+    assert "scenario must be a mapping, got 42" in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# runs stopped or failed before their first last.pt; I/O failures during training
+# ---------------------------------------------------------------------------------------
+def _fail_at_start(monkeypatch, action) -> None:
+    """Make the run stop where it builds its envs: after its directory exists, before its first last.pt."""
+    import agents.training.loop as loop
+
+    def envs(*args, **kwargs):
+        action()
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(loop, "training_envs", envs)
+
+
+def test_sigterm_before_training_starts_exits_143_and_leaves_no_directory(tmp_path, monkeypatch, capsys):
+    def term():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises in here
+
+    _fail_at_start(monkeypatch, term)
+    handler = signal.getsignal(signal.SIGTERM)
+    assert train_cli.main(_argv(tmp_path, "train.run_name=early")) == 143
+    err = capsys.readouterr().err
+    assert "terminated (SIGTERM) before training started" in err and "removed" in err
+    assert not (tmp_path / "early").exists() and signal.getsignal(signal.SIGTERM) is handler
+
+
+@pytest.mark.parametrize(("error", "code"), [(ConfigError("bad value"), 2), (KeyboardInterrupt(), 130)])
+def test_a_run_that_stops_before_its_first_last_pt_removes_its_directory(tmp_path, monkeypatch, capsys, error, code):
+    def fail():
+        raise error
+
+    _fail_at_start(monkeypatch, fail)
+    assert train_cli.main(_argv(tmp_path, "train.run_name=early")) == code
+    assert not (tmp_path / "early").exists() and not list(tmp_path.iterdir())
+    assert "removed" in capsys.readouterr().err
+
+
+def test_a_full_disk_during_training_exits_74_in_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import agents.policy.checkpoint as checkpoint
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    assert train_cli.main(_argv(tmp_path, "train.run_name=run")) == EXIT_IO_ERROR
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("train.py:")]
+    assert len(lines) == 1 and "no space left on the device" in lines[0] and "Traceback" not in err
+    assert not (tmp_path / "run").exists()  # nothing to resume: removed
+
+
+# ---------------------------------------------------------------------------------------
+# the memory estimate covers what the scenario sizes; typed scheduler options; flag ceilings
+# ---------------------------------------------------------------------------------------
+HUGE_GRID = ["capacities=[[100000000,16]]", "per_task_max=[100000000,16]"]
+
+
+def test_a_huge_allocation_grid_is_refused_before_anything_is_built(tmp_path, monkeypatch, capsys):
+    import agents.training.loop as loop
+
+    built = []
+    monkeypatch.setattr(loop, "training_envs", lambda *a, **k: built.append(1))
+    started = time.monotonic()
+    argv = ["--config", "synthetic-3", "--envs", "8", "--device", "cpu", "--logdir", str(tmp_path), "--quiet",
+            "train.torch_threads=1", "train.collect_steps=1024", "train.eval_every=2048", "train.eval_episodes=2",
+            *HUGE_GRID]
+    assert train_cli.main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err, "train.py")
+    assert "allocation grid of 100,000,001 x 17" in line and "per_task_max" in line
+    assert not built and not any(tmp_path.iterdir()) and time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(("key", "small", "large"), [
+    ("per_task_max", "per_task_max=[8,4]", "per_task_max=[64,16]"),
+    ("pending_slots", "pending_slots=5", "pending_slots=100"),
+    ("num_clusters", "num_clusters=2", "num_clusters=12"),
+    ("num_tasks", "num_tasks=50", "num_tasks=500000"),
+])
+def test_the_memory_estimate_grows_with_every_size_the_scenario_controls(tmp_path, key, small, large):
+    base = ["capacities=[[64,16]]", "per_task_max=[16,4]"] if key != "num_clusters" else []
+    sizes = [estimate_bytes(prepare_run("synthetic-3", [*base, value], flags={"envs": 8, "logdir": str(tmp_path)}))
+             for value in (small, large)]
+    assert sizes[1] > 1.5 * sizes[0], (key, sizes)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("optimus:preemptive=maybe", "option preemptive must be true or false (or 1/0), got 'maybe'"),
+    ("optimus:preemptive=yes", "option preemptive must be true or false (or 1/0), got 'yes'"),
+    ("tiresias:elastic=2", "option elastic must be true or false"),
+    ("optimus:prior_weight=.inf", "option prior_weight must be a finite number"),
+    ("tiresias:promote_after=100000000000", "option promote_after must be a finite number of magnitude at most"),
+    ("optimus:nosuch=1", "unknown option(s) nosuch"),
+])
+def test_scheduler_options_are_typed(tmp_path, capsys, spec, message):
+    assert _evaluate("--seeds", "1", "--schedulers", spec, "--out", str(tmp_path / "out")) == 2
+    assert message in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_scheduler_booleans_take_true_false_1_0_in_any_case():
+    from agents.baselines import make_scheduler
+    from agents.baselines.specs import parse_scheduler_spec
+
+    for text, value in (("false", False), ("FALSE", False), ("'false'", False), ("0", False), ("True", True),
+                        ("1", True)):
+        assert parse_scheduler_spec(f"optimus:preemptive={text}") == ("optimus", {"preemptive": value})
+    assert make_scheduler("optimus", preemptive="false").preemptive is False
+    with pytest.raises(ConfigError, match="must be true or false"):
+        make_scheduler("optimus", preemptive="maybe")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--steps", "100000000000000000000"], "--steps must be <= 1000000000000"),
+    (["--envs", "10000000"], "--envs must be <= 1000000"),
+    (["--steps", "0"], "--steps must be >= 1"),
+])
+def test_train_flags_have_ceilings(tmp_path, capsys, argv, message):
+    assert train_cli.main(["--config", "sjf-3", "--logdir", str(tmp_path / "logs"), *argv]) == 2
+    assert message in _one_error_line(capsys.readouterr().err, "train.py")
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--seeds", "10000000"], "--seeds must be <= 100000"),
+    (["--seeds", "2", "--seed-offset", str(2**62)], "--seed-offset must be <= 4611686018427387902"),
+    (["--seeds", "2", "--workers", "100000"], "--workers must be <= 1024"),
+    (["--seeds", "2", "--policy-batch", "1000000"], "--policy-batch must be <= 100000"),
+])
+def test_evaluate_flags_have_ceilings(tmp_path, capsys, argv, message):
+    assert _evaluate(*argv, "--out", str(tmp_path / "out")) == 2
+    assert message in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()

@@ -155,6 +155,42 @@ def test_no_import_cycles():
     assert not found, "import cycles among project modules:\n" + "\n".join(describe(c, graph) for c in found)
 
 
+#: the layers, lowest first: a module may import its own layer and the ones below, never one above.
+#: ``agents``'s own top-level modules (``agents.lazy_exports``, ``agents.output_dirs``...) are
+#: shared helpers, a layer just above ``envs``.
+LAYERS = ("envs", "networks", "agents.baselines", "agents.policy", "agents.training", "agents.evaluation")
+
+def layer_of(module: str) -> float:
+    """The index of ``module``'s layer: its package's place in :data:`LAYERS` (helpers: between
+    ``envs`` and ``networks``, as 0.5)."""
+    for i, prefix in sorted(enumerate(LAYERS), key=lambda p: -len(p[1])):
+        if module == prefix or module.startswith(prefix + "."):
+            return i
+    if module == "agents" or module.startswith("agents."):
+        return 0.5
+    raise ValueError(f"{module} is in no layer")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a module ``b`` in a layer above ``a``'s (the ``agents``
+    package's own ``__init__`` re-exports nothing and is left out)."""
+    return [f"{a} -> {b}" for a in sorted(graph) for b in sorted(graph[a])
+            if a != "agents" and layer_of(b) > layer_of(a)]
+
+
+def test_the_layer_test_finds_an_upward_import():
+    assert upward_imports({"agents.policy.x": {"agents.training.y", "envs.z"}, "envs.z": set()}) == [
+        "agents.policy.x -> agents.training.y"]
+    assert upward_imports({"agents.evaluation.a": {"agents.policy.b", "agents.output_dirs"}}) == []
+    assert upward_imports({"agents.output_dirs": {"networks.gemm"}}) == ["agents.output_dirs -> networks.gemm"]
+
+
+def test_layers_run_one_way():
+    """envs <- networks <- agents/baselines <- agents/policy <- agents/training <- agents/evaluation."""
+    found = upward_imports(import_graph())
+    assert not found, "imports that run upward through the layers:\n" + "\n".join(found)
+
+
 #: modules imported before torch is (train.py's argument parser, evaluation without a policy)
 LIGHT = ("agents.policy", "agents.policy.variants", "agents.training", "agents.training.config",
          "agents.evaluation.runner", "agents.output_dirs")

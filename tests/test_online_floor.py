@@ -8,7 +8,7 @@ import torch
 
 import handmade
 from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.policy.online_floor import OnlineStartFloor
+from agents.baselines.online_floor import OnlineStartFloor
 from agents.policy.scheduler import TapFingerScheduler
 from envs.config import ConfigError, from_dict, load_scenario
 from envs.progress import ConstantProgress

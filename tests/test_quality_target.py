@@ -74,9 +74,24 @@ def test_target_names_the_best_baselines_and_judges_them(evaluation):
     closest = s[t["best_baseline"]]["mean_jct"] / summary["bound"]["mean_jct"]
     assert t["best_baseline_bound_ratio"] == pytest.approx(closest)
     table = format_table(summary, run)
-    assert f"closest baseline {t['best_baseline']} {closest:.2f}x" in table
-    assert "paired Δ" in table and f"target: tapfinger below the best non-oracle baseline {t['best_non_oracle']}" in table
-    assert table.rstrip().endswith("MET" if t["met"] else "not met")
+    verdict = {True: "met", False: "not met"}
+    lines = table.splitlines()
+    start = lines.index("targets for tapfinger:")
+    beats, bound, oracle, overall = lines[start + 1:]  # one line per target, the oracle for reference, the verdict
+    best = t["best_non_oracle"]
+    lo, hi = summary["paired"][best]["ci95"]
+    assert beats == (f"  below the best non-oracle baseline {best}, paired 95% interval below 0: "
+                     f"{verdict[t['beats_best_non_oracle']]} (paired Δ {summary['paired'][best]['mean_diff']:+.2f}"
+                     f"±{(hi - lo) / 2:.2f})")
+    assert bound == (f"  within {BOUND_RATIO_TARGET:g}x the bound: {verdict[t['within_bound_ratio']]} "
+                     f"({ratio:.2f}x; closest baseline {t['best_baseline']} {closest:.2f}x)")
+    assert oracle.startswith(f"  for reference, not a target: the best oracle baseline {t['best_oracle']} *")
+    met = [t["beats_best_non_oracle"], t["within_bound_ratio"]].count(True)
+    assert overall == f"  -> {met} of 2 targets met: {'MET' if t['met'] else 'not met'}"
+    # the oracle baselines' rows are marked, the mark explained under the table; the policy's row is not
+    rows = {line.split()[0]: line.split()[1] for line in lines[2:start] if line.split() and line.split()[0] in s}
+    assert {name for name, mark in rows.items() if mark == "*"} == {"okita", "pd-maxsche"}
+    assert "* oracle baseline: reads the true task durations" in table
 
 
 def test_target_check_on_hand_made_numbers():
@@ -100,6 +115,34 @@ def test_target_check_on_hand_made_numbers():
     t = target_check(schedulers, paired, ["o"], "pol", bound=3.2, policies=["pol", "other-checkpoint"])
     assert (t["best_non_oracle"], t["met"], t["best_baseline"]) == ("b", True, "o")
     assert target_check(schedulers, paired, ["o"], "pol", bound=3.2)["best_non_oracle"] == "other-checkpoint"
+
+
+def test_the_verdict_gives_each_target_its_own_line_with_its_number():
+    schedulers = {"pol": {"mean_jct": 4.0}, "b": {"mean_jct": 4.5}, "o": {"mean_jct": 3.0}}
+    paired = {"b": {"mean_diff": -0.5, "ci95": [-0.9, -0.1]}, "o": {"mean_diff": 1.0, "ci95": [0.5, 1.5]}}
+
+    def lines(paired, bound, **kw):
+        summary = {"target": target_check(schedulers, paired, ["o"], "pol", bound=bound, **kw), "paired": paired,
+                   "max_start_slowdown": 2.0}
+        return target_text(summary, "pol").splitlines()
+
+    assert lines(paired, 3.2) == [
+        "targets for pol:",
+        "  below the best non-oracle baseline b, paired 95% interval below 0: met (paired Δ -0.50±0.40)",
+        "  within 1.3x the bound: met (1.25x; closest baseline o 0.94x)",
+        "  for reference, not a target: the best oracle baseline o * (paired Δ +1.00±0.50)",
+        "  -> 2 of 2 targets met: MET",
+    ]
+    far = lines(paired, 2.5)  # 4.0 / 2.5 = 1.6: one target met, the other not, so the target is not met
+    assert far[2] == "  within 1.3x the bound: not met (1.60x; closest baseline o 1.20x)"
+    assert far[-1] == "  -> 1 of 2 targets met: not met"
+    one_seed = {"b": {"mean_diff": -0.5, "ci95": [None, None]}, "o": {"mean_diff": 1.0, "ci95": [None, None]}}
+    assert lines(one_seed, 3.2)[1] == ("  below the best non-oracle baseline b, paired 95% interval below 0: "
+                                       "undecided (one seed: no interval) (paired Δ -0.50)")
+    held = lines(paired, 3.2, policy_oracle=True)  # a floored policy is held to the oracle baseline too
+    assert held[3] == ("  below the best oracle baseline o *, paired 95% interval below 0 (pol reads the true "
+                       "durations, max_start_slowdown=2, so it must beat that one too): not met (paired Δ +1.00±0.50)")
+    assert held[-1] == "  -> 2 of 3 targets met: not met"
 
 
 def test_a_policy_reading_the_true_durations_must_beat_the_oracle_baselines_too():
@@ -130,7 +173,13 @@ def test_report_overview_lists_every_scenario(evaluation):
     closest = t["best_baseline"]
     ratio = s[closest]["mean_jct"] / summary["bound"]["mean_jct"]
     assert f"| {closest} {ratio:.2f} | {'yes' if t['met'] else 'no'} |" in overview
+    yes = {True: "yes", False: "no"}
+    assert f"[{lo:+.2f}, {hi:+.2f}] | {yes[t['beats_best_non_oracle']]} | {t['best_oracle']} " in overview
+    assert f"| {t['bound_ratio']:.2f} | {yes[t['within_bound_ratio']]} | {closest} {ratio:.2f} |" in overview
     assert "| sjf-3 | no checkpoint |" in overview
+    scenario_table = text[text.index("## synthetic-3"):]
+    assert "| okita (oracle) |" in scenario_table and "| pd-maxsche (oracle) |" in scenario_table
+    assert "| tapfinger |" in scenario_table and "| optimus |" in scenario_table
 
 
 def test_a_floored_evaluation_is_marked_and_held_to_the_oracles(evaluation, tmp_path):
@@ -147,7 +196,11 @@ def test_a_floored_evaluation_is_marked_and_held_to_the_oracles(evaluation, tmp_
     assert floored["target"]["beats_best_oracle"] is not None
     overview = format_report([ReportEntry("synthetic-3", floored, "tiny.pt", cfg, {})], SEEDS)
     assert f"| synthetic-3 | {floored['schedulers']['tapfinger']['mean_jct']:.2f} (floor 2) |" in overview
-    assert "must beat that one too" in target_text(floored, "tapfinger")
+    text = target_text(floored, "tapfinger")
+    held = next(line for line in text.splitlines() if "must beat that one too" in line)
+    verdict = {True: "met", False: "not met", None: "undecided"}[floored["target"]["beats_best_oracle"]]
+    assert held.startswith(f"  below the best oracle baseline {floored['target']['best_oracle']} *") and verdict in held
+    assert f"of 3 targets met: {'MET' if floored['target']['met'] else 'not met'}" in text
 
 
 def test_an_online_floor_is_marked_and_not_held_to_the_oracles(tmp_path):

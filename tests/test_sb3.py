@@ -107,3 +107,29 @@ def test_the_example_of_docs_sb3_runs():
     metrics = scope["info"]["episode_metrics"]
     assert scope["model"].num_timesteps >= 1_024
     assert metrics["invalid"] == 0 and metrics["conflicts"] == 0 and metrics["num_finished"] == 40
+
+
+#: the README snippet's rollouts per budget at least: a progress table every few seconds, not one at the end
+MIN_TABLES = 8
+
+
+def test_the_readme_snippet_shows_progress_within_its_budget():
+    """README's snippet prints a table after every rollout (``verbose=1``), its rollout is a small part of its
+    budget (MaskablePPO's default ``n_steps=2048`` x 4 envs would run 8,192 steps in silence first) and its
+    Monitor keeps each episode's ``mean_jct``. Read, not run: its one-minute budget is timed by hand."""
+    import ast
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Use it from other RL libraries", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
+    calls = {ast.unparse(node.func): node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Call)}
+
+    def keywords(name: str) -> dict:
+        return {k.arg: ast.literal_eval(k.value) for k in calls[name].keywords
+                if isinstance(k.value, (ast.Constant, ast.Dict, ast.Tuple))}
+
+    vec, ppo = keywords("make_vec_env"), keywords("MaskablePPO")
+    budget = ast.literal_eval(calls["model.learn"].args[0])
+    assert ppo["verbose"] >= 1 and "mean_jct" in vec["monitor_kwargs"]["info_keywords"]
+    assert budget >= MIN_TABLES * vec["n_envs"] * ppo["n_steps"]
+    assert "ep_info_buffer" in code  # the snippet reads the mean JCT it asked Monitor for

@@ -11,7 +11,7 @@ import torch
 
 from agents.policy import PolicyConfig, TapFingerPolicy, room_order
 from agents.policy.scheduler import TapFingerScheduler
-from agents.policy.sequential import _sequential_choice
+from agents.policy.sequential import sequential_choice
 from envs import load_scenario, run_episode
 from envs.config import ConfigError
 from networks.graph import canonical_slots
@@ -57,15 +57,15 @@ def test_later_agents_are_masked_and_blocked_by_hand():
     feasible = torch.tensor([[[True, False], [True, False]]])
     skip = torch.tensor([[False, False]])
     started = torch.tensor([[[0, 3], [0, 0]]])  # agent 0 starts it (allocation 3)
-    sel, alloc, logp, al_logp, blocked = _sequential_choice(logits, key, feasible, skip, chosen=started)
+    sel, alloc, logp, al_logp, blocked = sequential_choice(logits, key, feasible, skip, chosen=started)
     assert alloc is None and al_logp is None and blocked.tolist() == [[False, True]]
     assert logp[0, 0].exp().tolist() == pytest.approx([1.0, 0.0])
     declined = torch.tensor([[[0, 0], [0, 2]]])  # agent 0 picks it with the void allocation
-    _, _, logp, _, blocked = _sequential_choice(logits, key, feasible, skip, chosen=declined)
+    _, _, logp, _, blocked = sequential_choice(logits, key, feasible, skip, chosen=declined)
     assert blocked.tolist() == [[False, False]] and logp[0, 1].exp().tolist() == pytest.approx([1.0, 0.0])
     # choosing: agent 0's only start-able allocation is 1 -> agent 1 blocked
     only_one = torch.tensor([[MASK_VALUE, 0.0, MASK_VALUE]]).log_softmax(-1)  # (B, A): allocation 1 only
-    sel, alloc, _, al_logp, blocked = _sequential_choice(logits, key, feasible, skip,
+    sel, alloc, _, al_logp, blocked = sequential_choice(logits, key, feasible, skip,
                                                          alloc_logp=lambda i, slot: only_one, deterministic=True)
     assert sel[0, 0] == 0 and alloc[0, 0] == 1 and blocked.tolist() == [[False, True]]
     assert al_logp.shape == (1, 2, 3)
@@ -92,14 +92,14 @@ def test_ordered_choice_lets_the_first_in_order_take_the_shared_task_and_reports
         assert torch.is_tensor(i) and i.shape == (1,)
         return alloc_by_agent[int(i)].log_softmax(-1)
 
-    sel, alloc, logp, al_logp, blocked = _sequential_choice(
+    sel, alloc, logp, al_logp, blocked = sequential_choice(
         logits, key, feasible, skip, alloc_logp=alloc_logp, deterministic=True, order=order)
     assert alloc.tolist() == [[0, 1]] and blocked.tolist() == [[True, False]]
     assert torch.allclose(al_logp[0, 1], alloc_by_agent[1].log_softmax(-1)[0])
-    again = _sequential_choice(logits, key, feasible, skip, chosen=torch.stack([sel, alloc], -1), order=order)
+    again = sequential_choice(logits, key, feasible, skip, chosen=torch.stack([sel, alloc], -1), order=order)
     assert again[4].tolist() == [[True, False]] and torch.equal(again[2], logp)
     # in index order agent 0 (which declines with the void allocation) goes first: nobody is blocked
-    _, alloc0, _, _, blocked0 = _sequential_choice(
+    _, alloc0, _, _, blocked0 = sequential_choice(
         logits, key, feasible, skip, alloc_logp=lambda i, slot: alloc_by_agent[i].log_softmax(-1), deterministic=True)
     assert alloc0.tolist() == [[0, 1]] and blocked0.tolist() == [[False, False]]
 

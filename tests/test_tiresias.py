@@ -10,6 +10,7 @@ from agents.baselines.tiresias import TiresiasScheduler
 from envs.config import ConfigError, ScenarioConfig, from_dict
 from envs.core import Simulator
 from envs.scheduling import apply_decision, run_episode
+from handmade import drive, fixed_sim
 
 
 def scenario(capacities, mode="multi", num_tasks=4, steps=100) -> ScenarioConfig:
@@ -176,3 +177,39 @@ def test_bad_options_raise_config_error():
         make_scheduler("tiresias", promote_after=0)
     with pytest.raises(ConfigError):
         make_scheduler("tiresias", bogus=True)
+
+
+def ping_pong_sim(monkeypatch, switch_overhead: float):
+    """One (2 CPU, 1 GPU) cluster, single mode, two tasks of 4 steps at any allocation of at least
+    (1, 1): task 0 arrives at t = 0, task 1 at t = 2."""
+    cfg = from_dict({
+        "name": "ping-pong", "mode": "single", "num_clusters": 1, "capacities": [[2, 1]], "per_task_max": [2, 1],
+        "arrival_rate": 1, "num_tasks": 2, "switch_overhead": switch_overhead,
+        "task_types": [{"name": "a", "prob": 1.0, "min_req": [1, 1], "progress": {"kind": "constant", "steps": 4}}],
+    })
+    return fixed_sim(monkeypatch, cfg, arrival=[0, 2], types=[0, 0], functions=None)
+
+
+def test_two_equal_tasks_ping_pong_on_one_gpu_and_every_resume_pays_the_switch(monkeypatch):
+    """Hand-worked 2D-LAS with preemption and a 0.5 switching overhead (progress 1/4 a step, 1/8 on the
+    step after a change). t = 0, 1: task 0 runs alone at (2, 1) (all CPUs to the one holder): progress 1/2,
+    service 2. t = 2: task 1 arrives with service 0 <= median 1, the high queue; task 0 (2 > 1) is low and
+    is paused; task 1 starts (a start pays nothing). t = 3: services [2, 1], median 1.5: task 1 keeps the
+    GPU, nothing changes. From t = 4 the services tie every other step: both are in the high queue and the
+    earlier start (task 0) wins, then the one behind on service wins; the GPU changes hands every step and
+    every resume gains 1/8: task 0 at t = 4, 6, 8, 10 (1/2 -> 1, done at 11, JCT 11), task 1 at 5, 7, 9 and,
+    alone, 11 (1/2 -> 1, done at 12, JCT 10)."""
+    sim = ping_pong_sim(monkeypatch, 0.5)
+    log = drive(sim, TiresiasScheduler())
+    turn = {0: {0: (2, 1), 1: (0, 0)}}, {0: {0: (0, 0), 1: (2, 1)}}
+    assert log == [([(0, 0, 2, 1)], {}), ([], {}), ([(0, 1, 2, 1)], {0: {0: (0, 0)}}), ([], {}),
+                   *[([], turn[k % 2]) for k in range(7)], ([], {0: {1: (2, 1)}})]
+    assert sim.finish.tolist() == [11, 12] and sim.attained_gpu.tolist() == [6, 6]
+    # without the overhead the same ping-pong finishes at 7 and 8; without preemption task 0 runs to
+    # completion first (4) and task 1 then runs its 4 steps (8): the pauses alone cost task 0 three steps
+    free = ping_pong_sim(monkeypatch, 1.0)
+    drive(free, TiresiasScheduler())
+    assert free.finish.tolist() == [7, 8]
+    fifo = ping_pong_sim(monkeypatch, 0.5)
+    drive(fifo, TiresiasScheduler(preemptive=False))
+    assert fifo.finish.tolist() == [4, 8]

@@ -42,11 +42,21 @@ def _spec(tmp_path: Path, *extra: str, steps: int = 80, envs: int = 2, seed: int
 
 
 def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag's points, the run's event files (one per process) read in the order the processes
+    started: their names order two files of one second by a per-process counter compared as text
+    (``.10`` before ``.8``), as TensorBoard's directory reader reads them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    ea = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    ea.Reload()
-    return {tag: [(e.step, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()["scalars"]}
+    files = []
+    for path in run_dir.glob("*tfevents*"):
+        ea = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        ea.Reload()
+        files.append(ea)
+    out: dict[str, list[tuple[int, float]]] = {}
+    for ea in sorted(files, key=lambda a: a.FirstEventTimestamp()):
+        for tag in ea.Tags()["scalars"]:
+            out.setdefault(tag, []).extend((e.step, e.value) for e in ea.Scalars(tag))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +90,12 @@ def test_smoke_run_writes_checkpoints_config_and_finite_losses(smoke_run):
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["scenario"]["num_tasks"] == 12 and cfg["train"]["steps"] == 80 and cfg["meta"]["gamma"] == 1.0
     assert result.best_mean_jct is not None and math.isfinite(result.best_mean_jct) and result.best_mean_jct >= 1.0
+    # the critic's health at the end of the run: the means of the two updates' logged statistics
+    critic = json.loads((run_dir / "result.json").read_text())["critic"]
+    logged = _scalars(run_dir)
+    assert critic["updates"] == 2
+    for key in ("explained_variance", "return_scale", "return_std"):
+        assert critic[key] == pytest.approx(np.mean([v for _, v in logged[f"update/{key}"]]), rel=1e-5)
 
 
 def test_smoke_run_tensorboard_scalars(smoke_run):

@@ -7,14 +7,14 @@ fastest duration on that cluster. The policy gets it through its offer (the obse
 pending slots from the wrapped scheduler for the length of one decision, so the comparison of a
 floored policy with the baselines is like for like.
 
-Sources (:data:`agents.policy.online_floor.START_FLOORS`):
+Sources (:data:`agents.baselines.online_floor.START_FLOORS`):
 
 ``scenario``
     the noise-free durations of the progress functions (:func:`envs.durations.start_gate`):
     the wrapped baseline becomes oracle-informed (:func:`agents.baselines.uses_oracle`);
 ``online``
     durations estimated in the episode by Optimus's speed model
-    (:class:`~agents.policy.online_floor.OnlineStartFloor`), which reads no oracle.
+    (:class:`~agents.baselines.online_floor.OnlineStartFloor`), which reads no oracle.
 
 The factor is the scenario's ``max_start_slowdown`` unless ``factor`` is given; with a factor of
 0 nothing is held back. Only the slowdown rule is applied: a task whose minimum does not fit the
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.policy.online_floor import OnlineStartFloor, check_start_floor
+from .online_floor import OnlineStartFloor, check_start_floor
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.durations import start_gate

@@ -26,7 +26,10 @@ then lowest index; a pending task is claimed by the first cluster that starts it
       stay pending. In ``single`` mode a cluster starts at most one task per real step.
 
 ``preemptive=True`` (default) recomputes every running task's allocation each real step (a
-changed allocation pays the scenario's switching overhead in the simulator).
+changed allocation pays the scenario's switching overhead in the simulator). The median threshold
+moves with the jobs' service: a running job's service grows past it while a paused one's stays, so
+jobs of alike service trade the resources step by step, and each resume from a pause pays the
+overhead (the hand-worked ping-pong case in ``tests/test_tiresias.py``).
 ``preemptive=False`` never touches running tasks: pending tasks are served in the same order
 from the free resources. As their resources are kept to completion, a starting task gets CPUs
 in proportion to its GPUs (the cluster's CPU/GPU ratio, at least its minimum) instead of an

@@ -2,7 +2,8 @@
 
 :func:`evaluate_scenario` is the whole pipeline behind ``evaluate.py``: run every scheduler
 on the same seeds (:mod:`.runner`), summarise (:mod:`.summary`), plot (:mod:`.plots`) and
-write the output directory. :mod:`.report` compares every scenario with the paper's numbers.
+write the output directory (``evaluate.py`` gives it a staging directory that :mod:`.outputs`
+publishes whole). :mod:`.report` compares every scenario with the paper's numbers.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ __all__ = [
 
 def write_outputs(run: EvaluationRun, out: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``summary.json``, ``tasks.csv``, ``run.json``, ``scenario.yaml`` and the PNGs; returns the summary."""
+    from agents.json_files import write_json
+
     from .plots import write_plots
-    from .summary import run_metadata, write_json, write_tasks_csv
+    from .summary import run_metadata, write_tasks_csv
 
     out.mkdir(parents=True, exist_ok=True)
     summary = build_summary(run)

@@ -215,9 +215,9 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
 def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
                   baselines: Mapping[str, float | None], title: str = "Ablations") -> Path:
     """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps."""
-    from .plots import _pyplot, _save, colours
+    from .plots import colours, pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     col = colours([*curves, *baselines])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
     for variant, seeds in curves.items():
@@ -244,4 +244,4 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
     ax.set_title(f"{title} on {scenario}: mean over seeds, min-max band", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return _save(fig, path)
+    return save_figure(fig, path)

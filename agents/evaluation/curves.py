@@ -5,8 +5,12 @@
 ``config.yaml``, runs the baselines through :func:`~agents.evaluation.runner.run_evaluation`
 on exactly the validation workloads the trainer evaluated on (the scenario of
 :func:`~agents.training.envs.evaluation_scenario`, seeds ``eval_seed .. eval_seed +
-eval_episodes - 1``) and draws one PNG: one curve per run (its best point marked), one
-horizontal line per baseline and the ``bound`` (dashed black). A JSON file beside the PNG holds
+eval_episodes - 1``) and draws one PNG: one curve per run (its best point marked, each run's
+marker a size smaller than the one before, so coinciding best points all show), one horizontal line
+per baseline and the ``bound`` (dashed black). The y-axis spans the baselines, the bound and the
+curves after their first :data:`EARLY_FRACTION` of env steps (:func:`value_range`), so the end of
+training, where runs and baselines are close, reads at a glance; an earlier point above it is drawn
+as a triangle on the top edge, its value in the run's legend entry. A JSON file beside the PNG holds
 the merged curve points and the baseline means.
 
 Every horizontal line is the trainer's metric: the mean over the validation seeds of each
@@ -25,17 +29,22 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
+from agents.training.validation_baselines import VALIDATION_BASELINES, finite_mean
 from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
 
-from .plots import BOUND_STYLE, _pyplot, _save, colours
+from .plots import BOUND_STYLE, colours, pyplot, save_figure
 from .runner import SchedulerSpec
 
-#: baselines drawn by default (``--schedulers`` replaces them)
-DEFAULT_BASELINES = "optimus,optimus:preemptive=false"
+#: baselines drawn by default (``--schedulers`` replaces them): the validation baselines every run measures itself by
+DEFAULT_BASELINES = VALIDATION_BASELINES
 #: where the PNG goes by default: ``<CURVES_DIR>/<scenario>.png``
 CURVES_DIR = Path("results") / "curves"
 #: the ``train`` keys that define the validation workloads (the rest of the section is not read)
 EVAL_KEYS = ("eval_seed", "eval_episodes", "eval_scenario")
+#: the share of a run's env steps whose points may lie above the plot's y-range (the untrained start)
+EARLY_FRACTION = 0.25
+#: the margin above and below the plotted values, as a share of their span
+Y_MARGIN = 0.08
 
 
 @dataclass
@@ -183,10 +192,9 @@ def common_validation(run_dirs: Sequence[Path], validations: Sequence[Validation
 
 
 def per_seed_mean(values: Sequence[float]) -> float | None:
-    """The mean of the finite per-seed means (None when there is none)."""
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if x.size else None
+    """The mean of the finite per-seed means (None when there is none), as the trainer computes its
+    validation baselines (:func:`~agents.training.validation_baselines.finite_mean`)."""
+    return finite_mean(values)
 
 
 def baseline_specs(selection: str, validation: Validation) -> list[SchedulerSpec]:
@@ -267,38 +275,73 @@ def _steps_label(x: float) -> str:
     return f"{x:.0f}"
 
 
+def late_points(run: RunCurve) -> list[tuple[int, float]]:
+    """The run's points after its first :data:`EARLY_FRACTION` of env steps (all of them when fewer than two are)."""
+    last = run.points[-1][0]
+    late = [p for p in run.points if p[0] >= EARLY_FRACTION * last]
+    return late if len(late) >= 2 else list(run.points)
+
+
+def value_range(curves: Curves) -> tuple[float, float]:
+    """The plot's y-range: every finite baseline, the bound, every run's lowest point and its
+    :func:`late_points`, with a margin of :data:`Y_MARGIN`."""
+    values = [m for m in curves.baselines.values() if m is not None and math.isfinite(m)]
+    if math.isfinite(curves.bound):
+        values.append(curves.bound)
+    for run in curves.runs:
+        values += [v for _, v in late_points(run)] + [run.best[1]]
+    lo, hi = min(values), max(values)
+    pad = Y_MARGIN * (hi - lo) or 0.05 * abs(hi) or 1.0
+    return lo - pad, hi + pad
+
+
+def best_marker_sizes(count: int) -> list[float]:
+    """The best-point star of each run, largest first: a later run's star drawn on an earlier one stays inside it."""
+    return [max(20.0 - 6.0 * k, 6.0) for k in range(count)]
+
+
 def plot_curves(curves: Curves, path: Path) -> Path:
-    """The learning-curve PNG: curves with their best points, baseline lines, the bound."""
+    """The learning-curve PNG: curves with their best points, baseline lines, the bound (y-range: :func:`value_range`)."""
     from matplotlib.ticker import FuncFormatter
 
-    plt = _pyplot()
+    plt = pyplot()
     v = curves.validation
     col = colours([*curves.baselines, *(r.name for r in curves.runs)])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
-    for run in curves.runs:
+    lo, hi = value_range(curves)
+    for k, (run, size) in enumerate(zip(curves.runs, best_marker_sizes(len(curves.runs)))):
         steps, values = zip(*run.points)
         best_step, best = run.best
+        above = [(s, x) for s, x in run.points if x > hi]
+        off = "" if not above else f"; ▲ up to {max(x for _, x in above):.1f}"
         ax.plot(steps, values, color=col[run.name], linewidth=2.2, marker="o", markersize=3,
-                label=f"{run.name} (best {best:.2f} at step {best_step:,})")
-        ax.plot([best_step], [best], marker="*", markersize=14, color=col[run.name], markeredgecolor="black",
-                linestyle="none", zorder=5)
+                label=f"{run.name} (best {best:.2f} at {_steps_label(best_step)}{off})")
+        if above:
+            ax.plot([s for s, _ in above], [hi] * len(above), marker="^", markersize=0.6 * size, color=col[run.name],
+                    markeredgecolor="black", linestyle="none", clip_on=False, zorder=5 + k)
+        ax.plot([best_step], [best], marker="*", markersize=size, color=col[run.name], markeredgecolor="black",
+                markeredgewidth=0.7, linestyle="none", zorder=5 + k)
     ax.plot([], [], marker="*", markersize=11, color="lightgrey", markeredgecolor="black", linestyle="none",
             label="best point of a run")
+    if any(x > hi for run in curves.runs for _, x in run.points):
+        ax.plot([], [], marker="^", markersize=8, color="lightgrey", markeredgecolor="black", linestyle="none",
+                label="a point above the axis")
     for name, mean in curves.baselines.items():
         if mean is not None:
             ax.axhline(mean, color=col[name], linewidth=1.5, linestyle="-.", label=f"{name} ({mean:.2f})")
     if math.isfinite(curves.bound):
         ax.axhline(curves.bound, label=f"bound ({curves.bound:.2f})", **BOUND_STYLE)
+    ax.set_ylim(lo, hi)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _steps_label(x)))
     ax.set_xlabel("env steps")
     ax.set_ylabel("validation mean JCT (real steps)")
     k = len(v.seeds)
-    ax.set_title(f"Learning curve: {v.scenario.name} ({v.scenario.mode}-task, N={v.scenario.num_clusters}), "
+    ax.set_title(f"Learning curve: {v.scenario.name} ({v.scenario.mode}-task, N={v.scenario.num_clusters})\n"
                  f"{v.eval_scenario} scenario, validation seed{'s' if k > 1 else ''} {_seed_range(v.seeds)}",
                  fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def curves_document(curves: Curves) -> dict[str, Any]:
@@ -324,7 +367,7 @@ def curves_document(curves: Curves) -> dict[str, Any]:
 
 def write_curves(curves: Curves, png: Path) -> tuple[Path, Path]:
     """Write the PNG and ``<same name>.json``; returns both paths."""
-    from .summary import write_json
+    from agents.json_files import write_json
 
     plot_curves(curves, png)
     return png, write_json(png.with_suffix(".json"), curves_document(curves))

@@ -28,7 +28,7 @@ from agents.policy.modes import PAPER_CONFLICTS
 from envs.scheduling import EpisodeResult
 
 from .runner import EvaluationRun, run_evaluation
-from .summary import paired_from_means, per_seed_means, scheduler_stats
+from .summary import coordination_stats, paired_from_means, per_seed_means, scheduler_stats
 
 #: the conflict mode of the counterfactual: the same weights, no claim lost
 NO_LOSS_CONFLICTS = "room"
@@ -47,7 +47,8 @@ def _row(name: str, total: int, wait: np.ndarray, run: np.ndarray, cpu: np.ndarr
 def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], preemptive: bool) -> dict[str, Any]:
     """Mean wait, run and JCT (real steps) and mean CPUs and GPUs held of the finished tasks of
     ``results``, per task type (``rows``, one per name of ``type_names``, then ``all``), with the
-    tasks that never finished (``unfinished``) and the mean lost claims per episode (``lost_claims``).
+    tasks that never finished (``unfinished``), the mean lost claims per episode (``lost_claims``) and,
+    for a learned policy, its coordination (``coordination``, :func:`~.summary.coordination_stats`).
     The resources are those at start, or for a ``preemptive`` scheduler the mean over the steps a
     task ran (its allocation changes)."""
     cpu_key, gpu_key = ("avg_cpu", "avg_gpu") if preemptive else ("cpu", "gpu")
@@ -61,7 +62,8 @@ def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], pree
     rows.append(_row("all", total, wait, run, cpu, gpu))
     unfinished = sum(int((~r.finished).sum()) for r in results)
     return {"rows": rows, "unfinished": unfinished,
-            "lost_claims": float(np.mean([r.conflicts for r in results])) if results else None}
+            "lost_claims": float(np.mean([r.conflicts for r in results])) if results else None,
+            "coordination": coordination_stats(results) if results else None}
 
 
 def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: str = "tapfinger") -> dict[str, Any]:

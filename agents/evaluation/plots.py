@@ -20,7 +20,8 @@ from .runner import EvaluationRun
 BOUND_STYLE = {"color": "black", "linestyle": "--", "linewidth": 1.2}
 
 
-def _pyplot():
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (no display needed) with the project's plot style."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -49,7 +50,9 @@ def _title(run: EvaluationRun) -> str:
     return f"{run.cfg.name} ({run.cfg.mode}-task, N={run.cfg.num_clusters}), {k} seed{'s' if k > 1 else ''}"
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` (tight layout, 120 dpi, no software stamp: the same bytes each run),
+    close it and return ``path``."""
     fig.tight_layout()
     fig.savefig(path, dpi=120, metadata={"Software": None})
     import matplotlib.pyplot as plt
@@ -59,7 +62,7 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def plot_jct_cdf(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     col = colours([s.name for s in run.specs])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
     pools = {n: np.sort(np.concatenate([r.jct for r in run.results[n]])) for n in run.results}
@@ -80,11 +83,11 @@ def plot_jct_cdf(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Pat
     ax.set_ylabel("fraction of tasks with JCT ≤ x")
     ax.set_title(f"JCT distribution: {_title(run)}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="scheduler", title_fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_tasks_in_system(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     col = colours([s.name for s in run.specs])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
     for name in _order(summary):
@@ -101,11 +104,11 @@ def plot_tasks_in_system(run: EvaluationRun, summary: dict[str, Any], path: Path
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="scheduler", title_fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_utilisation(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     names = _order(summary)
     s = summary["schedulers"]
     cpu = [100.0 * (s[n]["cpu_util"] or 0.0) for n in names]
@@ -125,11 +128,11 @@ def plot_utilisation(run: EvaluationRun, summary: dict[str, Any], path: Path) ->
     ax.set_title(f"Mean CPU / GPU utilisation: {_title(run)}")
     ax.legend(loc="upper left", ncol=2)
     ax.grid(axis="x", visible=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_mean_jct(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     col = colours([s.name for s in run.specs])
     names = _order(summary)
     s = summary["schedulers"]
@@ -154,7 +157,7 @@ def plot_mean_jct(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Pa
     ax.set_ylim(0, np.nanmax(means + err[1]) * 1.12 if np.isfinite(means).any() else 1)
     ax.legend(loc="upper left")
     ax.grid(axis="x", visible=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_plots(run: EvaluationRun, summary: dict[str, Any], out: Path) -> list[Path]:

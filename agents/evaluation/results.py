@@ -31,19 +31,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from agents.baselines import uses_oracle
+from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
+from agents.json_files import json_safe, write_json
+from agents.training.validation_baselines import VALIDATION_BASELINES, best_baseline
 from envs.config import ScenarioConfig
 
+from .reference import CLAIMS, REDUCTION, REFERENCE, SCENARIO_TO_EXPERIMENT, SCHEDULER_TO_ALGORITHM
 from .runner import REPORT_SEED_OFFSET, REPORT_SEEDS, EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
-from .schedulers import parse_scheduler_spec, split_scheduler_list
 from .summary import (
     BOUND_RATIO_TARGET,
-    json_safe,
     paired_from_means,
     per_seed_means,
     scheduler_stats,
     target_check,
-    write_json,
     write_rows_csv,
 )
 from .tuning import TUNING_DIR
@@ -55,8 +55,8 @@ CPU_WALL_TARGET_S = 2 * 3600
 #: a seed whose best validation point came after this fraction of its env steps was still improving late in its
 #: budget (the page names it)
 LATE_BEST_FRACTION = 0.9
-#: validation baselines drawn beside the curves; the best of them is the rival a run must beat (:func:`validation_rival`)
-VALIDATION_BASELINES = "optimus,optimus:preemptive=false"
+# VALIDATION_BASELINES (imported above, owned by agents.training.validation_baselines): the validation
+# baselines drawn beside the curves; the best of them is the rival a run must beat (:func:`validation_rival`)
 #: the rival of result files written when it was fixed (before it was the best validation baseline)
 LEGACY_VALIDATION_RIVAL = "optimus"
 #: one row per training seed, in this order
@@ -100,6 +100,10 @@ class SeedRow:
     diff_oracle_lo: float | None
     diff_oracle_hi: float | None
     bound_ratio: float | None
+    # the critic at the end of the run (result.json's ``critic``: the last updates' means); None before it was recorded
+    critic_explained_variance: float | None = None
+    critic_return_scale: float | None = None
+    critic_return_std: float | None = None
 
     @property
     def beats_non_oracle(self) -> bool:
@@ -188,6 +192,7 @@ def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validat
 
         ci = mean_halfwidth(finite)[1]
     on, oo = target["best_non_oracle"], target["best_oracle"]
+    critic = training.get("critic") or {}
     d_on, lo_on, hi_on = _interval(paired.get(on) if on else None)
     d_or, lo_or, hi_or = _interval(paired.get(oo) if oo else None)
     return SeedRow(
@@ -208,6 +213,9 @@ def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validat
         oracle_mean_jct=stats[oo]["mean_jct"] if oo else None,
         diff_oracle=d_or, diff_oracle_lo=lo_or, diff_oracle_hi=hi_or,
         bound_ratio=target["bound_ratio"],
+        critic_explained_variance=critic.get("explained_variance"),
+        critic_return_scale=critic.get("return_scale"),
+        critic_return_std=critic.get("return_std"),
     )
 
 
@@ -249,17 +257,10 @@ def validation_rival(vmeans: Mapping[str, float | None]) -> tuple[str, float] | 
     """The rival a run must beat on validation (the sample-efficiency figure: env steps until it did):
     the best non-oracle baseline of :data:`VALIDATION_BASELINES` by its mean JCT on the validation
     workloads ``vmeans`` (name -> mean), as ``(name, mean)``. Ties go to the first listed; a baseline
-    missing from ``vmeans`` or with a non-finite mean is ignored; None when none is left."""
-    best: tuple[str, float] | None = None
-    for name in split_scheduler_list(VALIDATION_BASELINES):
-        if uses_oracle(*parse_scheduler_spec(name)):
-            continue
-        mean = vmeans.get(name)
-        if mean is None or not math.isfinite(mean):
-            continue
-        if best is None or mean < best[1]:
-            best = (name, float(mean))
-    return best
+    missing from ``vmeans`` or with a non-finite mean is ignored; None when none is left
+    (:func:`~agents.training.validation_baselines.best_baseline`)."""
+    names = split_scheduler_list(VALIDATION_BASELINES)
+    return best_baseline(vmeans, ((name, *parse_scheduler_spec(name)) for name in names))
 
 
 def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
@@ -267,6 +268,18 @@ def late_bests(rows: Sequence[SeedRow]) -> list[SeedRow]:
     still improving that late in their budget."""
     return [r for r in rows if r.best_env_step is not None and r.env_steps > 0
             and r.best_env_step > LATE_BEST_FRACTION * r.env_steps]
+
+
+def critic_text(rows: Sequence[SeedRow]) -> str | None:
+    """The sentence on the critic's health at the end of each seed's run, None when no row has it."""
+    known = [r for r in rows if r.critic_explained_variance is not None]
+    if not known:
+        return None
+    parts = [f"s{r.seed} {r.critic_explained_variance:.2f} (scale {_fmt(r.critic_return_scale, 0)}, "
+             f"sd {_fmt(r.critic_return_std, 0)})" for r in known]
+    return ("Critic at the end of each run (means over its last updates): explained variance of the returns by "
+            "the values, with the return scale the value targets are divided by against the returns' sd: "
+            + "; ".join(parts) + ".")
 
 
 def late_best_text(rows: Sequence[SeedRow]) -> str:
@@ -393,6 +406,8 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
     lines += ["", f"Unfinished tasks: {label} {ours['unfinished']}, {base} {theirs['unfinished']}. Lost claims per "
                   f"episode ({label}: claims that lost a Bayes conflict, the cluster placing nothing that round): "
                   f"{_fmt(ours['lost_claims'], 1)}."]
+    if ours.get("coordination"):
+        lines += ["", coordination_sentence(label, ours["coordination"])]
     if counterfactual is not None:
         c = counterfactual
         vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
@@ -404,6 +419,48 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
                       f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (below zero: what the lost claims cost, "
                       "net of who now gets a contested task), against "
                       f"{c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."]
+    return lines
+
+
+def coordination_sentence(label: str, c: Mapping[str, Any]) -> str:
+    """The page's line on the agents' coordination (:func:`~.summary.coordination_stats`)."""
+    way = "n/a" if c["halfway"] is None else f"{100 * c['halfway']:.0f}%"
+    return (f"Coordination ({label}, per decision where at least two agents could start a task): "
+            f"{_fmt(c['distinct'])} distinct tasks claimed, against {_fmt(c['uniform'])} if each agent chose uniformly "
+            f"among its feasible tasks and {_fmt(c['matching'])} for the maximum matching of agents to tasks ({way} of "
+            f"the way from uniform to the matching). Real steps that end while a cluster that placed nothing had a "
+            f"feasible task: {_percent(c['idle_share'])}.")
+
+
+def _percent(v: float | None) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{100 * v:.1f}%"
+
+
+def paper_markdown(results: RecipeResults) -> list[str]:
+    """The paper's figure for the scenario (:mod:`.reference`) beside ours: each scheduler's mean JCT and
+    TapFinger's reduction against it, paper and ours, and the paper's claim; nothing for a scenario the
+    paper has no figure of."""
+    if results.scenario not in SCENARIO_TO_EXPERIMENT:
+        return []
+    exp, figure = SCENARIO_TO_EXPERIMENT[results.scenario]
+    ref, paper_red = REFERENCE[exp], REDUCTION.get(exp, {})
+    ours_tf = results.over_seeds.get("mean_jct")
+    lines = [f"**The paper's {figure}** (its stored run `{exp}`) beside ours. Paper: the authors' stored result of "
+             "that figure (one episode of their code, seed 42; `agents/evaluation/reference.py`). Ours: the held-out "
+             f"workloads, TapFinger the mean over the {len(results.rows)} seed(s). The two simulators' JCTs differ in "
+             "scale; TapFinger's reduction, 1 − JCT(TapFinger) / JCT(baseline), is the figure to compare.", "",
+             "| scheduler | mean JCT, paper | mean JCT, ours | TapFinger's reduction, paper | TapFinger's reduction, ours |",
+             "|---|---|---|---|---|"]
+    for name, alg in SCHEDULER_TO_ALGORITHM.items():
+        if alg not in ref:
+            continue
+        ours = ours_tf if alg == "TapFinger" else (results.baselines.get(name) or {}).get("mean_jct")
+        paper = paper_red.get(alg, (None,))[0]
+        red = 1 - ours_tf / ours if alg != "TapFinger" and ours_tf is not None and ours else None
+        cells = ("–", "–") if alg == "TapFinger" else (_percent(paper), _percent(red))
+        lines.append(f"| {name} | {_fmt(ref[alg][0])} | {_fmt(ours)} | {cells[0]} | {cells[1]} |")
+    if CLAIMS.get(exp):
+        lines += ["", f"The paper's claim: {CLAIMS[exp]}."]
     return lines
 
 
@@ -446,7 +503,9 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         if vs is not None:
             lines.append(f"Per-workload mean over seeds against {o[name_key]}: paired Δ "
                          f"{_interval_text(vs['mean_diff'], *vs['ci95'])}.")
-    lines += ["", late_best_text(r.rows)]
+    paper = paper_markdown(r)
+    critic = critic_text(r.rows)
+    lines += ["", *paper, *([""] if paper else []), late_best_text(r.rows), *(["", critic] if critic else [])]
     lines += ["", "| target | met | evidence |", "|---|---|---|"]
     for what, met, evidence in verdicts(r):
         lines.append(f"| {what} | {'n/a' if met is None else ('**yes**' if met else 'no')} | {evidence} |")

@@ -69,10 +69,11 @@ class SchedulerSpec:
     ``name`` is the label in every output; ``baseline`` the registry name and ``options`` its
     constructor options (baselines, ``optimus:oracle=true``); ``checkpoint`` the file,
     ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
-    it acts (``argmax`` or ``sample``, :data:`~agents.training.config.EVAL_ACTIONS`) and
+    it acts (:data:`~agents.policy.modes.EVAL_ACTIONS`),
     ``conflicts`` how its agents are reconciled (``bayes``, ``sequential`` or ``room``,
-    :data:`~agents.policy.conflict.CONFLICT_MODES`) and ``start_floor`` where its start floor comes from
-    (``scenario`` or ``online``, :data:`~agents.policy.online_floor.START_FLOORS`) (policies).
+    :data:`~agents.policy.conflict.CONFLICT_MODES`), ``start_floor`` where its start floor comes from
+    (``scenario`` or ``online``, :data:`~agents.baselines.online_floor.START_FLOORS`) and ``untrained``
+    whether its weights were never updated (policies).
     """
 
     name: str
@@ -84,6 +85,7 @@ class SchedulerSpec:
     action: str = ""
     conflicts: str = ""
     start_floor: str = "scenario"
+    untrained: bool = False
 
     @property
     def is_policy(self) -> bool:
@@ -163,25 +165,25 @@ def resolve_schedulers(
     text. Every given checkpoint is loaded, checked against ``cfg`` (:func:`check_checkpoint`)
     and evaluated, named by :func:`checkpoint_names`, whether or not the list names it; the
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
-    Policies act by ``policy_action`` (``argmax`` or ``sample``), or None: each as its
+    Policies act by ``policy_action`` (:data:`~agents.policy.modes.EVAL_ACTIONS`), or None: each as its
     checkpoint says (:func:`~agents.policy.checkpoint.checkpoint_eval_action`); their agents are
     reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.conflict.CONFLICT_MODES`), or None: as each
     checkpoint's ``policy.conflicts`` says; their start floor is ``policy_floor``
-    (:data:`~agents.policy.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
+    (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
     from agents.policy.conflict import CONFLICT_MODES
-    from agents.training.config import EVAL_ACTIONS
+    from agents.policy.modes import EVAL_ACTIONS
 
-    from .schedulers import all_schedulers, parse_scheduler_spec, split_scheduler_list
+    from agents.baselines.specs import all_schedulers, parse_scheduler_spec, split_scheduler_list
 
     if policy_action is not None and policy_action not in EVAL_ACTIONS:
         raise ConfigError(f"policy action must be one of {list(EVAL_ACTIONS)}, got {policy_action!r}")
     if policy_conflicts is not None and policy_conflicts not in CONFLICT_MODES:
         raise ConfigError(f"policy conflicts must be one of {list(CONFLICT_MODES)}, got {policy_conflicts!r}")
     if policy_floor is not None:
-        from agents.policy.online_floor import check_start_floor
+        from agents.baselines.online_floor import check_start_floor
 
         check_start_floor(policy_floor)
     known = available_schedulers()
@@ -216,7 +218,7 @@ def resolve_schedulers(
         policies = [SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"],
                                   trained_on=info["trained_on"], action=policy_action or info["action"],
                                   conflicts=policy_conflicts or info["conflicts"],
-                                  start_floor=policy_floor or SchedulerSpec.start_floor)
+                                  start_floor=policy_floor or SchedulerSpec.start_floor, untrained=info["untrained"])
                     for name, path, info in zip(names, checkpoints, infos)]
     else:
         unknown += [n for n in policy_items if not POLICY_PATTERN.fullmatch(n)]
@@ -236,7 +238,9 @@ def resolve_schedulers(
 def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     """Load a checkpoint once (CPU) and check it can act on ``cfg``.
 
-    Returns ``{"variant", "trained_on", "action", "conflicts"}``. Every problem (missing, corrupt, other
+    Returns ``{"variant", "trained_on", "action", "conflicts", "untrained"}``; ``untrained``: the file
+    holds weights no update has touched (a ``best.pt`` whose run never beat its step-0 validation,
+    or a checkpoint saved before the first update). Every problem (missing, corrupt, other
     architecture, incompatible scenario) raises :class:`ConfigError`. A checkpoint trained on
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
@@ -244,8 +248,10 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     from agents.policy.checkpoint import checkpoint_eval_action, load_policy_checkpoint
 
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
+    counters = meta.get("counters") or {}
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
-            "action": checkpoint_eval_action(meta, path), "conflicts": policy.cfg.conflicts}
+            "action": checkpoint_eval_action(meta, path), "conflicts": policy.cfg.conflicts,
+            "untrained": counters.get("update_step") == 0}
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,13 +275,14 @@ class Worker:
             from agents.baselines import make_scheduler
 
             return make_scheduler(spec.baseline, **dict(spec.options))
+        from agents.policy.modes import ARGMAX, SAMPLE_SLOT
         from agents.policy.scheduler import TapFingerScheduler
-        from agents.training.config import SAMPLE
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
-                                  deterministic=spec.action != SAMPLE, conflicts=spec.conflicts,
+                                  deterministic=spec.action == ARGMAX,
+                                  argmax_allocation=spec.action == SAMPLE_SLOT, conflicts=spec.conflicts,
                                   start_floor=spec.start_floor, own_builder=batched)
 
     def run_job(self, index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:

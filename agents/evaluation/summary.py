@@ -30,7 +30,7 @@ checkpoint):
 * ``paired``: per other scheduler, the per-seed differences ``mean_jct_s(policy) -
   mean_jct_s(other)`` over the common seeds ``s``, their mean ``mean_diff`` and its 95% t-interval
   ``ci95`` (negative: the policy is faster; an interval below 0 is a significant win);
-* ``target``: the quality target of the project (issue 11): the best non-oracle and the best
+* ``target``: the project's quality target: the best non-oracle and the best
   oracle baseline (lowest pooled mean JCT; further checkpoints are not baselines), whether the policy beats the best non-oracle one
   with the paired interval below zero, its ratio to ``bound`` and whether that is at most
   :data:`BOUND_RATIO_TARGET`, and ``met`` (both); ``best_baseline`` and
@@ -41,16 +41,15 @@ checkpoint):
   (``beats_best_oracle``) to meet the target; ``max_start_slowdown`` is recorded at the top level,
   and ``start_floor`` (with a checkpoint): ``scenario`` (that oracle offer) or ``online`` (the same
   factor on durations the policy's scheduler estimates in the episode,
-  :mod:`agents.policy.online_floor`; such a policy does not read the true durations).
+  :mod:`agents.baselines.online_floor`; such a policy does not read the true durations).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -63,6 +62,8 @@ from .runner import EvaluationRun
 CSV_COLUMNS = ("scheduler", "seed", "task_id", "type", "arrival", "start", "finish", "jct", "cluster", "cpu", "gpu")
 #: the quality target's ceiling on mean JCT(policy) / mean JCT(bound)
 BOUND_RATIO_TARGET = 1.3
+#: the mark of an oracle baseline's row in the printed table (explained under it)
+ORACLE_MARK = "*"
 #: summary fields that are wall-clock timings (differ between otherwise identical runs)
 TIMING_FIELDS = ("decision_ms",)
 
@@ -124,8 +125,42 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     out["conflicts"] = float(np.mean([r.conflicts for r in results]))
     waits = np.concatenate([r.wait for r in results]).astype(np.float64)
     out["mean_wait"] = float(waits.mean()) if waits.size else None
+    out["coordination"] = coordination_stats(results)
     return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system",
-                                "cpu_util", "gpu_util", "decision_ms", "conflicts")}
+                                "cpu_util", "gpu_util", "decision_ms", "conflicts", "coordination")}
+
+
+def coordination_stats(results: Sequence[EpisodeResult]) -> dict[str, Any] | None:
+    """A learned policy's coordination over its episodes (:mod:`agents.policy.coordination`), or
+    None for a scheduler that reports none: per contested decision the distinct tasks claimed
+    (``distinct``) beside uniform choice (``uniform``) and the maximum matching (``matching``),
+    ``halfway``: how far ``distinct`` went from ``uniform`` to ``matching`` (1: all the way), the
+    mean lost claims per episode, and ``idle_share``: the share of real steps that ended while a
+    cluster that placed nothing had a feasible task."""
+    tallies = [r.extra.get("coordination") for r in results]
+    if not tallies or any(t is None for t in tallies):
+        return None
+    total = {k: sum(t[k] for t in tallies) for k in tallies[0]}
+    n = total["contested"]
+    distinct, uniform, matching = (total[k] / n if n else None for k in ("distinct", "uniform", "matching"))
+    gap = None if n == 0 else matching - uniform
+    return {
+        "distinct": distinct, "uniform": uniform, "matching": matching,
+        "halfway": (distinct - uniform) / gap if gap else None,
+        "contested_per_episode": n / len(results),
+        "lost_claims": float(np.mean([r.conflicts for r in results])),
+        "idle_share": total["idle_ends"] / total["real_steps"] if total["real_steps"] else None,
+    }
+
+
+def coordination_text(name: str, c: Mapping[str, Any]) -> str:
+    """One line on ``name``'s coordination (:func:`coordination_stats`)."""
+    way = "" if c["halfway"] is None else f", {100 * c['halfway']:.0f}% of the way from uniform to the matching"
+    idle = "" if c["idle_share"] is None else (f"; {100 * c['idle_share']:.0f}% of real steps end with a cluster "
+                                               "idle while it had a feasible task")
+    return (f"coordination of {name}: {_f(c['distinct'], 0).strip()} distinct tasks claimed per contested decision "
+            f"(uniform choice {_f(c['uniform'], 0).strip()}, maximum matching {_f(c['matching'], 0).strip()}{way}); "
+            f"{c['lost_claims']:.1f} lost claims per episode{idle}")
 
 
 def per_seed_means(results: Sequence[EpisodeResult]) -> np.ndarray:
@@ -169,7 +204,8 @@ def target_check(schedulers: dict[str, Any], paired: dict[str, Any], oracle: Seq
     tap = schedulers[policy]["mean_jct"]
     hi = paired[best_online]["ci95"][1] if best_online else None
     beats = None if hi is None else bool(hi < 0.0)
-    beats_oracle = None if best_oracle is None else bool(paired[best_oracle]["ci95"][1] < 0.0)
+    oracle_hi = paired[best_oracle]["ci95"][1] if best_oracle else None
+    beats_oracle = None if oracle_hi is None else bool(oracle_hi < 0.0)  # None: no oracle ran, or one seed
     ratio = tap / bound if tap is not None and bound > 0 else None
     within = None if ratio is None else bool(ratio <= BOUND_RATIO_TARGET)
     closest = _best(schedulers, [n for n in (best_online, best_oracle) if n])  # the closer of the two
@@ -218,19 +254,6 @@ def build_summary(run: EvaluationRun) -> dict[str, Any]:
     return doc
 
 
-def json_safe(obj: Any) -> Any:
-    """NaN/inf -> None, numpy scalars -> Python, recursively (strict JSON)."""
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return _finite(float(obj))
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 def write_rows_csv(path: Path, rows: Sequence[Any], fields: Sequence[str]) -> Path:
     """One CSV row per dataclass (or mapping) in ``rows``, the columns ``fields`` in order: None as an
     empty cell, floats rounded to 4 decimals. The parent directory is created."""
@@ -244,11 +267,6 @@ def write_rows_csv(path: Path, rows: Sequence[Any], fields: Sequence[str]) -> Pa
         for row in rows:
             d = row if isinstance(row, Mapping) else asdict(row)
             w.writerow(["" if d[k] is None else (round(d[k], 4) if isinstance(d[k], float) else d[k]) for k in fields])
-    return path
-
-
-def write_json(path: Path, doc: Any) -> Path:
-    path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -329,7 +347,8 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
     truncated = {name: sum(r.truncated for r in res) for name, res in run.results.items()} if run else {}
     if not any(truncated.values()):
         truncated = {}  # the column appears only when some episode hit the step cap
-    w = max([15] + [len(name) + 1 for name in scheds])  # the scheduler column fits every name
+    oracle = set(summary.get("oracle", ()))
+    w = max([15] + [len(name) + len(ORACLE_MARK) + 2 for name in scheds])  # the column fits every marked name
     seed_text = f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
     head = [
         f"scenario {summary['scenario']}: {len(seeds)} workload seed(s) ({seed_text}), same workloads for every "
@@ -350,8 +369,9 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         lo, hi = s["ci95"]
         half = (hi - lo) / 2.0 if lo is not None and hi is not None else None
         pct = lambda v: v * 100.0 if v is not None else None  # noqa: E731
+        label = f"{name} {ORACLE_MARK}" if name in oracle else name
         line = (
-            f"{name:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
+            f"{label:<{w}}{_f(s['mean_jct'], 9)}{_f(half, 8)}{_f(s['median_jct'], 8, 1)}{_f(s['p90_jct'], 8, 1)}"
             f"{_f(s['mean_wait'], 7)}{_f(s['mean_tasks_in_system'], 8)}{_f(pct(s['cpu_util']), 7, 1)}"
             f"{_f(pct(s['gpu_util']), 7, 1)}"
             f"{_f(s['decision_ms'], 9, 3)}{_f(s['conflicts'], 8, 1)}"
@@ -363,6 +383,10 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         if truncated:
             line += f"{truncated.get(name, 0):>6d}"
         lines.append(line)
+    if oracle & set(scheds):
+        lines.append(f"{ORACLE_MARK} oracle baseline: reads the true task durations, so it is compared apart "
+                     "(ranked here by its JCT, never a target's rival)")
+    lines += [coordination_text(name, s["coordination"]) for name, s in scheds.items() if s.get("coordination")]
     unfinished = [name for name, sc in scheds.items() if sc["mean_jct"] is None]
     if unfinished:
         lines.append(f"n/a: {', '.join(unfinished)} finished no task on any seed (no JCT to average; "
@@ -372,7 +396,7 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         lines.append(f"tap. gain: {tap}'s mean-JCT reduction against the row, 1 - {tap}/row; paired Δ: "
                      f"{tap}'s per-seed mean JCT minus the row's, mean ± half-width of its 95% t-interval")
         if "target" in summary:
-            lines.append(target_text(summary, tap))
+            lines += target_lines(summary, tap)
     return "\n".join(lines)
 
 
@@ -384,25 +408,46 @@ def _paired_text(entry: dict[str, Any] | None) -> str:
     return f"{entry['mean_diff']:+.2f}{half}"
 
 
-def target_text(summary: dict[str, Any], policy: str) -> str:
-    """One line: the quality target (see the module docstring) and whether ``policy`` meets it."""
+def _verdict(passed: bool | None) -> str:
+    """One target's verdict: ``met``, ``not met`` or ``undecided`` (one seed gives no interval)."""
+    return {True: "met", False: "not met", None: "undecided (one seed: no interval)"}[passed]
+
+
+def target_lines(summary: dict[str, Any], policy: str) -> list[str]:
+    """The quality target (see the module docstring): one line per target with its verdict and its number,
+    the best oracle baseline for reference (a target only for a policy that reads the true durations),
+    then the overall verdict."""
     t = summary["target"]
     best = t["best_non_oracle"]
     if best is None:
-        return "target: no non-oracle baseline in this evaluation"
-    beats = {True: "yes", False: "no", None: "undecided (one seed)"}[t["beats_best_non_oracle"]]
+        return ["target: no non-oracle baseline in this evaluation"]
     ratio = t["bound_ratio"]
     if ratio is None:
-        return f"target: {policy} finished no task, so it has no mean JCT to compare -> not met"
-    within = "yes" if t["within_bound_ratio"] else "no"
-    oracle = t["best_oracle"]
-    oracle_text = f"; best oracle baseline {oracle} (paired Δ {_paired_text(summary['paired'][oracle])})" if oracle else ""
+        return [f"target: {policy} finished no task, so it has no mean JCT to compare -> not met"]
     closest_ratio = t["best_baseline_bound_ratio"]
-    closest_text = f", closest baseline {t['best_baseline']} {closest_ratio:.2f}x" if closest_ratio is not None else ""
-    if t.get("policy_uses_oracle") and oracle:
-        verdict = "yes" if t["beats_best_oracle"] else "no"
-        oracle_text += (f"; {policy} reads the true durations (max_start_slowdown={summary['max_start_slowdown']:g}), "
-                        f"so it must beat that one too: {verdict}")
-    return (f"target: {policy} below the best non-oracle baseline {best} with the paired 95% interval below 0: "
-            f"{beats} ({_paired_text(summary['paired'][best])}); within {BOUND_RATIO_TARGET:g}x bound: {within} "
-            f"({ratio:.2f}x{closest_text}){oracle_text} -> {'MET' if t['met'] else 'not met'}")
+    closest = f"; closest baseline {t['best_baseline']} {closest_ratio:.2f}x" if closest_ratio is not None else ""
+    verdicts = [t["beats_best_non_oracle"], t["within_bound_ratio"]]
+    lines = [
+        f"targets for {policy}:",
+        f"  below the best non-oracle baseline {best}, paired 95% interval below 0: "
+        f"{_verdict(verdicts[0])} (paired Δ {_paired_text(summary['paired'][best])})",
+        f"  within {BOUND_RATIO_TARGET:g}x the bound: {_verdict(verdicts[1])} ({ratio:.2f}x{closest})",
+    ]
+    oracle = t["best_oracle"]
+    if oracle and t.get("policy_uses_oracle"):
+        verdicts.append(t["beats_best_oracle"])
+        lines.append(f"  below the best oracle baseline {oracle} {ORACLE_MARK}, paired 95% interval below 0 "
+                     f"({policy} reads the true durations, max_start_slowdown={summary['max_start_slowdown']:g}, "
+                     f"so it must beat that one too): {_verdict(t['beats_best_oracle'])} "
+                     f"(paired Δ {_paired_text(summary['paired'][oracle])})")
+    elif oracle:
+        lines.append(f"  for reference, not a target: the best oracle baseline {oracle} {ORACLE_MARK} "
+                     f"(paired Δ {_paired_text(summary['paired'][oracle])})")
+    lines.append(f"  -> {sum(v is True for v in verdicts)} of {len(verdicts)} targets met: "
+                 f"{'MET' if t['met'] else 'not met'}")
+    return lines
+
+
+def target_text(summary: dict[str, Any], policy: str) -> str:
+    """:func:`target_lines` as one text."""
+    return "\n".join(target_lines(summary, policy))

@@ -13,7 +13,6 @@ One module per job:
 * :mod:`.outputs` -- what the passes return, the per-agent log-probability and entropy terms;
 * :mod:`.network` -- :class:`TapFingerPolicy`, the actor-critic for all agents of a scenario;
 * :mod:`.checkpoint` -- the one checkpoint reader (safe loading only), the writer, :class:`CheckpointError`;
-* :mod:`.online_floor` -- the start floor a policy can estimate online in the episode;
 * :mod:`.scheduler` -- :class:`TapFingerScheduler`, a trained policy behind the scheduler interface.
 
 The names below are re-exported here and imported on first use (:mod:`agents.lazy_exports`),

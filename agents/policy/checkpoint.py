@@ -6,8 +6,11 @@ calls ``torch.load(..., weights_only=True)``: a checkpoint holds tensors and pla
 values only (dicts, lists, numbers, strings), so a file that carries any other pickled object
 (which could run code while it is unpickled) is refused, never executed.
 
-Every problem raises :class:`CheckpointError`, a :class:`~envs.config.ConfigError`, so the
-command lines report it as bad input (exit 2, one line on stderr).
+Every value is checked before use (:func:`validate_checkpoint`: mappings where mappings belong,
+finite non-negative integer counters, tensors in state dicts). Every problem raises
+:class:`CheckpointError`, a :class:`~envs.config.ConfigError`, so the command lines report it as
+bad input (exit 2, one line on stderr). A failed write raises
+:class:`~agents.output_dirs.OutputWriteError` (an ``OSError``: exit 74).
 
 The network and its config are imported when a checkpoint is loaded: importing this module
 does not load the graph networks (torch-geometric).
@@ -26,12 +29,17 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from agents.output_dirs import OutputWriteError, fsync_dir
 from envs.config import ConfigError, ScenarioConfig
 
 from .observations import spec_dims, spec_to_dict
 
-#: keys every policy checkpoint holds (``agents.training`` adds its own, see ``CKPT_KEYS`` there)
+#: keys every policy checkpoint holds
 POLICY_KEYS = ("model", "policy_config", "scenario", "obs_spec")
+#: keys a training checkpoint adds (``train.py`` writes them: ``agents.training.checkpoints.CKPT_KEYS``)
+TRAINING_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
+#: step counters every training checkpoint holds (integers >= 0)
+COUNTERS = ("env_step", "gradient_steps", "update_step", "epoch")
 
 
 class CheckpointError(ConfigError):
@@ -55,11 +63,12 @@ def _why_unreadable(exc: BaseException) -> tuple[str, bool]:
 def read_checkpoint(
     path: str | Path, map_location: str | torch.device = "cpu", required: Sequence[str] = POLICY_KEYS
 ) -> dict[str, Any]:
-    """Load a checkpoint file safely (``weights_only=True``) and check it is a dict with ``required`` keys.
+    """Load a checkpoint file safely (``weights_only=True``) and check it is a dict whose ``required``
+    keys are present and hold what the project writes there (:func:`validate_checkpoint`).
 
     The only ``torch.load`` of a checkpoint in the project. Raises :class:`CheckpointError`
     (missing file, corrupt file, a pickled object other than tensors and plain values, not a
-    dict, missing keys).
+    dict, missing or malformed keys).
     """
     path = Path(path)
     if not path.is_file():
@@ -79,7 +88,129 @@ def read_checkpoint(
     missing = [k for k in required if k not in data]
     if missing:
         raise CheckpointError(f"checkpoint {str(path)!r} lacks key(s) {missing}")
+    validate_checkpoint(data, path, required)
     return data
+
+
+def validate_checkpoint(data: Mapping[str, Any], path: str | Path, keys: Sequence[str]) -> None:
+    """:class:`CheckpointError` (one line naming the key) unless each of ``keys`` present in ``data``
+    holds what the project writes there: a state dict of tensors (``model``), mappings (the configs,
+    ``obs_spec``, ``optimizer``, ``rng``, ``return_scaler``) and finite numbers in them, integer
+    step counters >= 0 (:data:`COUNTERS`, required in ``counters``)."""
+    for key in keys:
+        if key not in data:
+            continue
+        problem = _CHECKS[key](data[key])
+        if problem:
+            raise CheckpointError(f"checkpoint {str(path)!r}: {key}{problem}")
+
+
+def _got(value: Any) -> str:
+    """``value`` for a message: short, one line."""
+    text = repr(value) if isinstance(value, (int, float, str, type(None))) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _mapping(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return f" must be a mapping, got {_got(value)}"
+    bad = [k for k in value if not isinstance(k, (str, int))]
+    return f" has a key of type {type(bad[0]).__name__}" if bad else None
+
+
+def _count(value: Any, nullable: bool = False) -> str | None:
+    """An integer >= 0 (an integral float is accepted: JSON-like files write them)."""
+    if value is None and nullable:
+        return None
+    ok = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
+    if not ok or value < 0:
+        return f" must be an integer >= 0{' or null' if nullable else ''}, got {_got(value)}"
+    return None
+
+
+def _number(value: Any, low: float = -math.inf, nullable: bool = False, minus_inf: bool = False) -> str | None:
+    """A finite number >= ``low`` (``minus_inf``: -inf too, the score before any evaluation)."""
+    if value is None and nullable:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and (math.isfinite(value) and value >= low or minus_inf and value == -math.inf):
+        return None
+    return f" must be a finite number{f' >= {low:g}' if low > -math.inf else ''}, got {_got(value)}"
+
+
+def _state_dict(value: Any) -> str | None:
+    problem = _mapping(value)
+    if problem:
+        return problem
+    bad = [k for k, v in value.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
+    return f".{bad[0]} must be a tensor, got {_got(value[bad[0]])}" if bad else None
+
+
+def _fields(value: Any, checks: Mapping[str, Callable[[Any], str | None]], required: Sequence[str]) -> str | None:
+    """A mapping whose ``required`` keys are present and whose keys in ``checks`` pass them."""
+    problem = _mapping(value)
+    if problem:
+        return problem
+    missing = [k for k in required if k not in value]
+    if missing:
+        return f" lacks {', '.join(missing)}"
+    for key, check in checks.items():
+        if key in value:
+            problem = check(value[key])
+            if problem:
+                return f".{key}{problem}"
+    return None
+
+
+def _kind(kind: type | tuple[type, ...], nullable: bool = False) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None and nullable or isinstance(value, kind) and not isinstance(value, bool):
+            return None
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        return f" must be {names}{' or null' if nullable else ''}, got {_got(value)}"
+    return check
+
+
+def _list_of(kind: type) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, kind) for v in value):
+            return None
+        return f" must be a list of {kind.__name__}, got {_got(value)}"
+    return check
+
+
+_COUNTER_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    **{k: _count for k in COUNTERS},
+    "restarts": _count,
+    "best_score": lambda v: _number(v, minus_inf=True),
+    "best_mean_jct": lambda v: _number(v, 0, nullable=True),
+    "best_env_step": lambda v: _count(v, nullable=True),
+    "wall_s": lambda v: _number(v, 0),
+    "devices": _list_of(str),
+    "run_id": _kind(str, nullable=True),
+}
+_RNG_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "python": _list_of(int),
+    "python_version": _kind(int),
+    "numpy": lambda v: _fields(v, {"key": _kind(Tensor), "pos": _count, "has_gauss": _count, "gauss": _number},
+                               ("key", "pos", "has_gauss", "gauss")),
+    "torch": _kind(Tensor),
+    "cuda": _list_of(Tensor),
+}
+#: the check of each known key (a problem text starting where the key's name ends, or None)
+_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "model": _state_dict,
+    "policy_config": _mapping,
+    "scenario": _mapping,
+    "obs_spec": _mapping,
+    "train_config": _mapping,
+    "optimizer": lambda v: _fields(v, {"state": _mapping, "param_groups": _list_of(Mapping)},
+                                   ("state", "param_groups")),
+    "counters": lambda v: _fields(v, _COUNTER_CHECKS, COUNTERS),
+    "rng": lambda v: _fields(v, _RNG_CHECKS, ("python", "python_version", "numpy", "torch")),
+    "return_scaler": lambda v: _fields(v, {"mean": _number, "var": lambda x: _number(x, 0), "count": _count},
+                                       ("mean", "var", "count")),
+}
 
 
 def check_compatible(policy: Any, spec: Any) -> None:
@@ -133,28 +264,14 @@ def save_policy_checkpoint(
             f.flush()
             os.fsync(f.fileno())  # the bytes are on disk before the name points at them
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError of its zip writer
-        raise CheckpointError(f"cannot write checkpoint {str(path)!r}: {_write_failure(exc, path.parent)}; "
-                              "the previous file, if any, is unchanged") from None
+        raise OutputWriteError(f"cannot write checkpoint {str(path)!r}: {_write_failure(exc, path.parent)}; "
+                               "the previous file, if any, is unchanged") from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (best effort: not every filesystem allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_failure(exc: BaseException, directory: Path) -> str:
@@ -190,7 +307,9 @@ def _on_cpu(value: Any) -> Any:
     return map_tensors(value, lambda t: t.detach().cpu())
 
 
-def _shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:
+def shape_problems(model: nn.Module, state: Mapping[str, Any]) -> list[str]:
+    """How the state dict ``state`` misfits ``model`` (missing and unexpected keys, non-tensors,
+    shapes), one short text each; empty when it fits."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -233,7 +352,7 @@ def load_policy_checkpoint(
         raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
     try:
         scen = scenario_from_dict(data["scenario"])
-    except (ConfigError, TypeError, AttributeError) as exc:
+    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r}: bad scenario: {exc}") from None
     spec = ObservationSpec.from_config(scen)
     stored = data["obs_spec"]
@@ -250,10 +369,11 @@ def load_policy_checkpoint(
     state = data["model"]
     if not isinstance(state, Mapping):
         raise CheckpointError(f"checkpoint {str(path)!r}: model must be a state dict")
-    problems = _shape_problems(policy, state)
+    problems = shape_problems(policy, state)
     if problems:
         raise CheckpointError(
-            f"checkpoint {str(path)!r}: weights do not match the architecture in policy_config: " + "; ".join(problems)
+            f"checkpoint {str(path)!r}: weights do not match the architecture in policy_config: "
+            + "; ".join(problems[:3]) + (f"; {len(problems) - 3} more" if len(problems) > 3 else "")
         )
     policy.load_state_dict(state)
     policy.to(device).eval()
@@ -267,8 +387,8 @@ def load_policy_checkpoint(
 
 def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> str:
     """How the checkpoint's policy acts when evaluated (``train.eval_action`` of its run,
-    :data:`~agents.training.config.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
-    from agents.training.config import ARGMAX, EVAL_ACTIONS
+    :data:`~agents.policy.modes.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
+    from .modes import ARGMAX, EVAL_ACTIONS
 
     train = meta.get("train_config")
     action = train.get("eval_action", ARGMAX) if isinstance(train, Mapping) else ARGMAX

@@ -7,8 +7,8 @@ probability of the task, and the prior ``P(k)`` is
 * ``prior="paper"`` (default): the number of tasks cluster ``k`` can still hold at the
   task's minimum requirement, ``min_r floor(free_k[r] / minreq[r])`` over the required
   resources (``minreq[r] > 0``), normalised over the competitors;
-* ``prior="code"``: the reference code's softmax over the competitors of the real ratio
-  ``min_r free_k[r] / minreq[r]`` (reference §3.2; nearly one-hot on the richest cluster).
+* ``prior="code"``: the authors' published code's softmax over the competitors of the real ratio
+  ``min_r free_k[r] / minreq[r]`` (nearly one-hot on the richest cluster).
 
 The competitor with the largest posterior wins; ties (posteriors within :data:`TIE_TOLERANCE`
 of the best, in log space, so that claims equal in exact arithmetic -- identical clusters
@@ -16,7 +16,7 @@ wanting the same task -- tie whatever float round-off the forward pass left on t
 another batch size) are broken uniformly at random with a seeded ``torch.Generator``; every
 other competitor *loses* (its action becomes void and its allocation term drops out of the
 loss). Only *active* agents compete: those that
-selected a task that is feasible for them (reference §7.6: resolve after the feasibility
+selected a task that is feasible for them (conflicts are resolved after the feasibility
 check). Everything is vectorised over the batch and the agents.
 """
 

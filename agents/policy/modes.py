@@ -1,5 +1,6 @@
-"""The policy's conflict modes and Bayes priors, as names (no torch: read by the command lines and
-the evaluation runner as well as by :mod:`agents.policy.conflict`)."""
+"""The policy's modes as names: conflict modes, Bayes priors, how it acts outside training, its
+compile modes (no torch: read by the command lines, the training config and the evaluation
+runner as well as by the policy itself)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ CONFLICT_MODES = ("bayes", "sequential", "room")
 SEQUENTIAL_MODES = ("sequential", "room")
 #: the paper's mode: a policy acting in any other is a labelled option beyond the paper
 PAPER_CONFLICTS = "bayes"
+#: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,
+#: the default of ``evaluate.py --policy-action``): the most likely joint action, a sample from
+#: the policy (seeded, so reproducible), or the slot sampled and the most likely allocation for
+#: it (``sample-slot``). Sampling breaks the symmetry of identical agents that pick the same task
+#: (a lost single-mode conflict idles the cluster for a real step).
+EVAL_ACTIONS = ("argmax", "sample", "sample-slot")
+ARGMAX, SAMPLE, SAMPLE_SLOT = EVAL_ACTIONS
+#: torch.compile modes of :meth:`agents.policy.network.TapFingerPolicy.compile_passes` (``train.compile``)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

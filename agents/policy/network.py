@@ -35,7 +35,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from agents.training.config import COMPILE_MODES
 from envs.observation import KEYS
 from networks.dense_han import DenseGraphEncoder
 from networks.graph import EncoderOutput, canonical_slots
@@ -46,11 +45,12 @@ from networks.pointer import PointerNet
 
 from .config import PolicyConfig
 from .conflict import SEQUENTIAL_MODES, Generators, resolve_conflicts
-from .noise import ActNoise, _first_argmax, _gumbel_argmax, _needs, draw_act_noise
-from .observations import OBS_DTYPES, _free_fraction, _free_resources, spec_dims
-from .outputs import ActOutput, PolicyDistributions, _masked_terms
+from .modes import COMPILE_MODES
+from .noise import ActNoise, draw_act_noise, first_argmax, gumbel_argmax, required_noise
+from .observations import OBS_DTYPES, free_fraction, free_resources, spec_dims
+from .outputs import ActOutput, PolicyDistributions, masked_joint_terms
 from .pointer_rows import compact_pointer_logits
-from .sequential import _agent, _sequential_choice, room_order
+from .sequential import agent_entries, room_order, sequential_choice
 
 
 class TapFingerPolicy(nn.Module):
@@ -211,7 +211,7 @@ class TapFingerPolicy(nn.Module):
         return self.critic(enc.cluster, enc.glob).float()
 
     def _free(self, obs: Mapping[str, Tensor]) -> Tensor:
-        return _free_resources(obs, self.free_scale if self.free_scale.numel() == 2 else None)
+        return free_resources(obs, self.free_scale if self.free_scale.numel() == 2 else None)
 
     def _joint_pass(
         self,
@@ -228,7 +228,7 @@ class TapFingerPolicy(nn.Module):
         the random draws (selection, conflict ties, allocation) are ``noise``
         (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors).
         With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
-        (:func:`_sequential_choice`, each agent's allocation right after its slot; no conflict,
+        (:func:`sequential_choice`, each agent's allocation right after its slot; no conflict,
         no tie draw) and blocked agents join the skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
         (``posterior``: the conflict posterior when sampling, else ``None``).
@@ -245,15 +245,16 @@ class TapFingerPolicy(nn.Module):
         posterior = None
         alloc = al_logp = None  # drawn agent by agent, right after each slot, when choosing sequentially
         if sequential:
-            order = room_order(_free_fraction(obs)) if self.cfg.conflicts == "room" else None
-            sel, alloc, sel_logp, al_logp, blocked = _sequential_choice(
+            order = room_order(free_fraction(obs)) if self.cfg.conflicts == "room" else None
+            sel, alloc, sel_logp, al_logp, blocked = sequential_choice(
                 logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
                 None if action is None else action[..., :2], deterministic, noise, order)
             skip = skip | blocked
         else:
             sel_logp = F.log_softmax(logits, dim=-1)
             if action is None:
-                sel = _first_argmax(sel_logp) if deterministic else _gumbel_argmax(sel_logp, _needs(noise, "selection"))
+                sel = (first_argmax(sel_logp) if deterministic
+                       else gumbel_argmax(sel_logp, required_noise(noise, "selection")))
             else:
                 sel = action[..., 0]
         lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
@@ -264,18 +265,19 @@ class TapFingerPolicy(nn.Module):
             key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
             active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
             conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior,
-                                         tie=_needs(noise, "tie"))
+                                         tie=required_noise(noise, "tie"))
             lost, posterior = conflict.lost, conflict.posterior
         else:
             lost = action[..., 2].bool()
         if alloc is None:
             al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
             if action is None:
-                alloc = _first_argmax(al_logp) if deterministic else _gumbel_argmax(al_logp, _needs(noise, "allocation"))
+                argmax = deterministic or (noise is not None and noise.allocation is None)  # sample-slot: argmax allocation
+                alloc = first_argmax(al_logp) if argmax else gumbel_argmax(al_logp, required_noise(noise, "allocation"))
             else:
                 alloc = action[..., 1]
         lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
-        log_prob, entropy = _masked_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
+        log_prob, entropy = masked_joint_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
         return sel, alloc, lost, log_prob, entropy, skip, posterior
 
     # ------------------------------------------------------------------ public API
@@ -285,8 +287,10 @@ class TapFingerPolicy(nn.Module):
         deterministic: bool = False,
         generator: Generators = None,
         with_value: bool = False,
+        argmax_allocation: bool = False,
     ) -> ActOutput:
-        """Sample (or, deterministic, take the argmax of) a joint action for every sample.
+        """Sample (or, deterministic, take the argmax of) a joint action for every sample;
+        ``argmax_allocation``: sample the slots but take each agent's most likely allocation.
 
         Random draws (selection, conflict ties, allocation) all come from ``generator`` (one for
         the batch or one per sample, :data:`~agents.policy.conflict.Generators`), drawn up front
@@ -297,7 +301,7 @@ class TapFingerPolicy(nn.Module):
         """
         with torch.inference_mode():
             obs = self.as_tensors(obs)
-            noise = self.draw_noise(obs, deterministic, generator)
+            noise = self.draw_noise(obs, deterministic, generator, argmax_allocation)
             fn = self._compiled.get("act")
             out = (fn or self._act)(obs, noise, deterministic, with_value)
         return ActOutput(
@@ -306,12 +310,14 @@ class TapFingerPolicy(nn.Module):
             extra={k: None if v is None else v.clone() for k, v in out.extra.items()},
         )
 
-    def draw_noise(self, obs: Mapping[str, Tensor], deterministic: bool, generator: Generators) -> ActNoise:
+    def draw_noise(self, obs: Mapping[str, Tensor], deterministic: bool, generator: Generators,
+                   argmax_allocation: bool = False) -> ActNoise:
         """:func:`draw_act_noise` for one :meth:`act` on the batch ``obs`` (:meth:`as_tensors`
         output) in this policy's conflict mode."""
         B, N, P = obs["pending_mask"].shape
         C1, G1 = self.alloc_dims
-        return draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device)
+        return draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device,
+                              argmax_allocation)
 
     def _act(self, obs: dict[str, Tensor], noise: ActNoise, deterministic: bool, with_value: bool) -> ActOutput:
         """The acting pass on :meth:`as_tensors` output and pre-drawn ``noise``: tensors in,
@@ -364,9 +370,9 @@ class TapFingerPolicy(nn.Module):
 
         def at(i: int | Tensor, slot: Tensor) -> Tensor:
             idx = slot.view(-1, 1, 1)
-            f = _agent(feats, i).gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
-            lo = _agent(low, i).gather(1, idx.expand(-1, 1, 2)).squeeze(1)
-            return F.log_softmax(self.alloc_head.logits(f, lo, _agent(high, i)), dim=-1)
+            f = agent_entries(feats, i).gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
+            lo = agent_entries(low, i).gather(1, idx.expand(-1, 1, 2)).squeeze(1)
+            return F.log_softmax(self.alloc_head.logits(f, lo, agent_entries(high, i)), dim=-1)
 
         return at
 

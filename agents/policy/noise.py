@@ -2,7 +2,7 @@
 
 :func:`draw_act_noise` makes every draw of an :meth:`~agents.policy.network.TapFingerPolicy.act`
 call up front (:class:`ActNoise`); the pass then picks indices from log-probabilities by the
-Gumbel-max trick on those draws (sampling) or by :func:`_first_argmax` (deterministic).
+Gumbel-max trick on those draws (sampling) or by :func:`first_argmax` (deterministic).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import Tensor
 from .conflict import SEQUENTIAL_MODES, TIE_TOLERANCE, Generators, uniform
 
 
-def _first_argmax(logp: Tensor) -> Tensor:
+def first_argmax(logp: Tensor) -> Tensor:
     """Deterministic choice: the lowest index whose log-probability is within
     :data:`~agents.policy.conflict.TIE_TOLERANCE` of the best. Choices that are equal in exact
     arithmetic (slots holding tasks of the same type and age) then resolve the same way whatever
@@ -49,32 +49,33 @@ def episode_generator(tiebreak: np.random.Generator, device: torch.device | str)
 
 def draw_act_noise(
     shape: tuple[int, int, int, int], conflicts: str, deterministic: bool, generator: Generators,
-    device: torch.device,
+    device: torch.device, argmax_allocation: bool = False,
 ) -> ActNoise:
     """The draws of one ``act()`` on a batch ``shape = (B, N, P, A)``, from ``generator``
     (:data:`~agents.policy.conflict.Generators`) in the order the pass uses them: selection noise,
     then (Bayes) the conflict tie-breaks, drawn even when acting deterministically so the
-    stream advances alike, then the allocation noise."""
+    stream advances alike, then the allocation noise. No allocation noise (``deterministic``, or
+    ``argmax_allocation``): the pass takes each agent's most likely allocation."""
     B, N, P, A = shape
     sample = not deterministic
     return ActNoise(
         selection=uniform((B, N, P), generator, device, torch.float32) if sample else None,
         tie=None if conflicts in SEQUENTIAL_MODES else uniform((B, N), generator, device, torch.float64),
-        allocation=uniform((B, N, A), generator, device, torch.float32) if sample else None,
+        allocation=uniform((B, N, A), generator, device, torch.float32) if sample and not argmax_allocation else None,
     )
 
 
-def _gumbel(u: Tensor) -> Tensor:
+def gumbel_noise(u: Tensor) -> Tensor:
     """Gumbel noise from uniforms ``u``."""
     return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
 
 
-def _gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
+def gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
     """A sample of ``softmax(logits)`` over the last axis by the Gumbel-max trick on uniforms ``u``."""
-    return (logits + _gumbel(u)).argmax(-1)
+    return (logits + gumbel_noise(u)).argmax(-1)
 
 
-def _needs(noise: ActNoise | None, name: str) -> Tensor:
+def required_noise(noise: ActNoise | None, name: str) -> Tensor:
     """``noise``'s draw ``name``; a clear error where the caller drew none."""
     u = None if noise is None else getattr(noise, name)
     if u is None:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
-from envs.observation import KEYS, ObservationSpec
+from envs.observation import KEYS, FeatureColumns, ObservationSpec
 
 #: dtypes :meth:`~agents.policy.network.TapFingerPolicy.as_tensors` gives the mask and index arrays of the observation
 OBS_DTYPES = {
@@ -64,14 +64,14 @@ def obs_to_torch(
     return out
 
 
-def _free_fraction(obs: Mapping[str, Tensor]) -> Tensor:
-    """Free (CPU, GPU) per cluster over the scenario's largest capacity: ``cluster_x``'s first
-    two features, ``(B, N, 2)``."""
-    return obs["cluster_x"][..., :2]
+def free_fraction(obs: Mapping[str, Tensor]) -> Tensor:
+    """Free (CPU, GPU) per cluster over the scenario's largest capacity: ``cluster_x``'s
+    :attr:`~envs.observation.FeatureColumns.free` features, ``(B, N, 2)``."""
+    return obs["cluster_x"][..., FeatureColumns.free]
 
 
-def _free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
+def free_resources(obs: dict[str, Tensor], scale: Tensor | None) -> Tensor:
     """Free (CPU, GPU) per cluster: de-normalised ``cluster_x`` if the scale is known."""
     if scale is None:
         return obs["alloc_high"].to(torch.float64)
-    return torch.round(_free_fraction(obs).to(torch.float64) * scale.to(torch.float64))
+    return torch.round(free_fraction(obs).to(torch.float64) * scale.to(torch.float64))

@@ -17,10 +17,14 @@ def _entropy(logp: Tensor) -> Tensor:
     return -(torch.softmax(logp, dim=-1) * logp).sum(-1)
 
 
-def _masked_terms(
+def masked_joint_terms(
     skip: Tensor, lost: Tensor, sel_logp: Tensor, lp_sel: Tensor, al_logp: Tensor, lp_alloc: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Eqs. 13-14 per agent: skipped -> 0; conflict loser -> selection term only; else both."""
+    """A joint action's per-agent log-probability and entropy, ``(B, N)`` (paper eqs. 13-14): the
+    selection term ``lp_sel`` plus the allocation term ``lp_alloc``, except that a conflict loser
+    (``lost``) keeps the selection term only (its allocation was never applied) and a skipped
+    agent (``skip``: no feasible slot, no decision) contributes 0. ``sel_logp``/``al_logp`` are
+    the full log-distributions the entropies are taken of."""
     zero = torch.zeros_like(lp_sel)
     log_prob = torch.where(skip, zero, lp_sel + torch.where(lost, zero, lp_alloc))
     entropy = torch.where(skip, zero, _entropy(sel_logp) + torch.where(lost, zero, _entropy(al_logp)))

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.training.config import ARGMAX
+from agents.baselines.online_floor import OnlineStartFloor, check_start_floor
 from envs.config import ConfigError
 from envs.core import Simulator
 from envs.joint_action import decode_joint_action
@@ -32,10 +32,11 @@ from envs.observation import ObservationBuilder, ObservationSpec
 from envs.scheduling import Decision
 
 from .checkpoint import check_compatible, checkpoint_eval_action, load_policy_checkpoint
+from .coordination import CoordinationTally
+from .modes import ARGMAX, SAMPLE_SLOT
 from .network import TapFingerPolicy
 from .noise import episode_generator
 from .observations import obs_to_torch
-from .online_floor import OnlineStartFloor, check_start_floor
 
 
 def joint_action_to_decision(sim: Simulator, action: np.ndarray) -> Decision:
@@ -56,12 +57,13 @@ class TapFingerScheduler:
     ``name`` is the policy variant (``tapfinger``, ``no-han``, ``no-pointer``, ``vanilla``).
     ``deterministic``: take the most likely joint action (True) or sample it (False); None:
     as the checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_action`),
-    True for a policy object. ``conflicts``: run the policy's agents in this mode
+    True for a policy object. ``argmax_allocation``: when sampling, take each agent's most likely
+    allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it. ``conflicts``: run the policy's agents in this mode
     (:data:`~agents.policy.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
     weights serve either); None: as the policy's config says. ``start_floor``: ``scenario`` (the
     offer as the env builds it: with the scenario's ``max_start_slowdown``, from the true
     durations) or ``online`` (the paper's offer, then the same factor applied to durations
-    estimated in the episode, :class:`~agents.policy.online_floor.OnlineStartFloor`). ``own_builder``:
+    estimated in the episode, :class:`~agents.baselines.online_floor.OnlineStartFloor`). ``own_builder``:
     build observations with a builder of its own instead of the one shared per (spec, offer)
     (for episodes that run interleaved, :meth:`decide_batch`: a shared builder would rebuild its
     per-workload tables at every switch).
@@ -74,6 +76,7 @@ class TapFingerScheduler:
         device: str | torch.device = "cpu",
         deterministic: bool | None = None,
         conflicts: str | None = None,
+        argmax_allocation: bool | None = None,
         start_floor: str = "scenario",
         own_builder: bool = False,
     ) -> None:
@@ -87,9 +90,9 @@ class TapFingerScheduler:
         self.policy.eval()
         if conflicts is not None:
             self.policy.cfg = dataclasses.replace(self.policy.cfg, conflicts=conflicts)  # validated: ConfigError
-        if deterministic is None:
-            deterministic = checkpoint is None or checkpoint_eval_action(self.meta, checkpoint) == ARGMAX
-        self.deterministic = bool(deterministic)
+        validated = ARGMAX if checkpoint is None else checkpoint_eval_action(self.meta, checkpoint)
+        self.deterministic = bool(validated == ARGMAX if deterministic is None else deterministic)
+        self.argmax_allocation = bool(validated == SAMPLE_SLOT if argmax_allocation is None else argmax_allocation)
         self.name = self.policy.cfg.variant
         self.start_floor = check_start_floor(start_floor)
         self.own_builder = bool(own_builder)
@@ -97,6 +100,8 @@ class TapFingerScheduler:
         self.builder: ObservationBuilder | None = None  # shared per (spec, offer), as build_observation's
         self.floor: OnlineStartFloor | None = None
         self.generator: torch.Generator | None = None
+        #: this episode's coordination counts (:meth:`episode_stats`)
+        self.tally = CoordinationTally()
 
     def reset(self, sim: Simulator) -> None:
         """Check the policy fits the scenario, seed the generator from ``sim.rng_tiebreak`` and
@@ -110,6 +115,7 @@ class TapFingerScheduler:
         if self.floor is not None:
             self.floor.reset(sim)
         self.generator = episode_generator(sim.rng_tiebreak, self.device)
+        self.tally = CoordinationTally()
 
     def observe(self, sim: Simulator) -> dict[str, np.ndarray]:
         """The observation the policy acts on (numpy, unbatched): the scenario's offer, or the
@@ -122,9 +128,23 @@ class TapFingerScheduler:
         return raw
 
     def decide(self, sim: Simulator) -> Decision:
-        obs = obs_to_torch(self.observe(sim), self.device)
-        out = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
-        return joint_action_to_decision(sim, out.action[0].cpu().numpy())
+        raw = self.observe(sim)
+        out = self.policy.act(obs_to_torch(raw, self.device), deterministic=self.deterministic,
+                              generator=self.generator, argmax_allocation=self.argmax_allocation)
+        return self._decision(sim, raw, out.action[0].cpu().numpy())
+
+    def _decision(self, sim: Simulator, raw: dict[str, np.ndarray], action: np.ndarray) -> Decision:
+        """The placements of ``action`` (:func:`joint_action_to_decision`), counted in :attr:`tally`."""
+        pending = sim.pending.copy()
+        decision = joint_action_to_decision(sim, action)
+        placed = {cluster for cluster, *_ in decision.placements}
+        self.tally.add(pending, raw["feasible"], action[:, 0], placed, sim.single or not decision.placements)
+        return decision
+
+    def episode_stats(self) -> dict[str, dict[str, float | int]]:
+        """The episode's coordination counts (:class:`~agents.policy.coordination.CoordinationTally`),
+        reported in its :class:`~envs.scheduling.EpisodeResult` ``extra``."""
+        return {"coordination": self.tally.as_dict()}
 
     @staticmethod
     def decide_batch(schedulers: Sequence[TapFingerScheduler], sims: Sequence[Simulator]) -> list[Decision]:
@@ -139,10 +159,12 @@ class TapFingerScheduler:
         if not schedulers:
             return []
         first = schedulers[0]
-        if any(s.policy is not first.policy or s.deterministic != first.deterministic for s in schedulers):
+        if any(s.policy is not first.policy or s.deterministic != first.deterministic
+               or s.argmax_allocation != first.argmax_allocation for s in schedulers):
             raise ValueError("decide_batch: the schedulers must share one policy and its action mode")
         raws = [s.observe(sim) for s, sim in zip(schedulers, sims, strict=True)]
         obs = obs_to_torch({k: np.stack([r[k] for r in raws]) for k in raws[0]}, first.device, add_batch=False)
-        out = first.policy.act(obs, deterministic=first.deterministic, generator=[s.generator for s in schedulers])
+        out = first.policy.act(obs, deterministic=first.deterministic, generator=[s.generator for s in schedulers],
+                               argmax_allocation=first.argmax_allocation)
         actions = out.action.cpu().numpy()
-        return [joint_action_to_decision(sim, a) for sim, a in zip(sims, actions)]
+        return [s._decision(sim, raw, a) for s, sim, raw, a in zip(schedulers, sims, raws, actions)]

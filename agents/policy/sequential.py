@@ -11,10 +11,10 @@ from torch import Tensor
 
 from networks.heads import MASK_VALUE
 
-from .noise import ActNoise, _first_argmax, _gumbel, _needs
+from .noise import ActNoise, first_argmax, gumbel_noise, required_noise
 
 
-def _sequential_choice(
+def sequential_choice(
     logits: Tensor,
     key: Tensor,
     feasible: Tensor,
@@ -48,8 +48,9 @@ def _sequential_choice(
     # ordered: every per-agent input is put in choosing order once, the outputs back at the end
     to_pos = (lambda t: t) if order is None else (lambda t: _along_agents(t, order))
     logits, key, feasible, skip = to_pos(logits), to_pos(key), to_pos(feasible), to_pos(skip)
-    noise_sel = _gumbel(to_pos(_needs(noise, "selection"))) if sampling else None
-    noise_alloc = _gumbel(to_pos(_needs(noise, "allocation"))) if sampling else None  # (B, N, A), by agent
+    noise_sel = gumbel_noise(to_pos(required_noise(noise, "selection"))) if sampling else None
+    sample_alloc = sampling and noise is not None and noise.allocation is not None  # else: argmax allocations
+    noise_alloc = gumbel_noise(to_pos(noise.allocation)) if sample_alloc else None  # (B, N, A), by agent
     stored = None if chosen is None else to_pos(chosen)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
@@ -60,9 +61,9 @@ def _sequential_choice(
         if stored is not None:
             slot, alloc = stored[:, j, 0], stored[:, j, 1]
         else:
-            slot = _first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
+            slot = first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
             al = alloc_logp(j if order is None else order[:, j], slot)
-            alloc = _first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
+            alloc = first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
             allocs.append(alloc)
             alloc_logps.append(al)
         task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)
@@ -77,7 +78,7 @@ def _sequential_choice(
     return out[0], out[1], out[2], out[3], out[4]
 
 
-def _agent(t: Tensor, i: int | Tensor) -> Tensor:
+def agent_entries(t: Tensor, i: int | Tensor) -> Tensor:
     """Agent ``i``'s entries of ``t (B, N, ...)``: one agent for all samples, or ``i (B,)`` per sample."""
     if isinstance(i, int):
         return t[:, i]

@@ -7,9 +7,14 @@
   it is almost always ``--envs`` far too large for the default collection size (128 x envs).
 * **Memory.** The collection buffer holds every observation of a collection batch twice (the
   observation and the next one), each training env its simulator and current observation, and the
-  network passes their activations; :func:`estimate_bytes` adds them up from the scenario's
-  observation shapes and the policy's width. A plan whose estimate
-  exceeds :data:`MEMORY_FRACTION` of the memory the machine has available is refused, naming the limit.
+  network passes their activations; every training and evaluation env also holds tables over the
+  allocation grid (``A = (per_task_max_cpu + 1) x (per_task_max_gpu + 1)`` cells: progress,
+  durations, the start gate), every network pass one allocation logit per cluster, pending slot and
+  grid cell, and the allocation head one output per grid axis value (per cell for the joint form).
+  :func:`estimate_parts` adds them up from the scenario's observation shapes, its clusters, pending
+  and running slots, task types and tasks, and the policy's width. A plan whose estimate exceeds
+  :data:`MEMORY_FRACTION` of the memory the machine has available is refused, naming the limit and
+  the largest part.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from envs.config import ConfigError
+from envs.config import ConfigError, ScenarioConfig
 from envs.observation import ObservationSpec
 
 if TYPE_CHECKING:
@@ -39,6 +44,18 @@ SIM_BYTES_PER_TASK = 256
 #: (activations kept for the backward: a few times more)
 ACT_BYTES_PER_NODE_UNIT = 16
 UPDATE_BYTES_PER_NODE_UNIT = 64
+#: simulator tables over the allocation grid, per task type and grid cell, in every training and
+#: evaluation env: the progress table (two to four float64 arrays), the runnable mask, the duration
+#: table's steps (int64) and finishing times (float64)
+GRID_BYTES_PER_TYPE_CELL = 48
+#: the start gate, per cluster, task type (and the empty slot) and grid cell (bool)
+GATE_BYTES_PER_CELL = 1
+#: per allocation logit of one sample (cluster x pending slot x grid cell): of an acting pass
+#: (logits, mask, noise, probabilities: float32) and of an update pass (kept for the backward too)
+ACT_BYTES_PER_LOGIT = 16
+UPDATE_BYTES_PER_LOGIT = 48
+#: per parameter: float32 weight, gradient and Adam's two moments
+PARAM_BYTES = 16
 
 
 def observation_bytes(spec: ObservationSpec) -> int:
@@ -47,19 +64,44 @@ def observation_bytes(spec: ObservationSpec) -> int:
 
 
 def estimate_bytes(spec: RunSpec) -> int:
-    """Memory a run's collection buffer, training envs and network passes take: every env's
-    simulator and observation, the buffer's two observations per collected step, the acting
-    pass over all envs at once and one minibatch's update pass."""
-    t = spec.train
-    ospec = ObservationSpec.from_config(spec.scenario)
+    """Memory a run takes, all parts of :func:`estimate_parts` together."""
+    return sum(estimate_parts(spec).values())
+
+
+def estimate_parts(spec: RunSpec) -> dict[str, int]:
+    """Memory of each part of a run (bytes): the collection buffer (two observations per collected
+    step), the envs (each training and evaluation env's simulator, observation and tables over the
+    allocation grid), the network passes (graph activations and allocation logits of the acting
+    pass over all envs, of the largest no-gradient chunk and of one minibatch's update) and the
+    allocation head's parameters with their gradients and Adam moments."""
+    from .envs import evaluation_scenario
+
+    t, scenario = spec.train, spec.scenario
+    ospec = ObservationSpec.from_config(scenario)
     obs = observation_bytes(ospec)
     batch = t.collection_batch()
     if batch is None:  # episode mode: whole episodes per env
-        batch = t.buffer_per_env * t.envs if t.buffer_per_env else t.envs * (4 * spec.scenario.num_tasks + 256)
-    envs = t.envs * (obs + SIM_BYTES_PER_TASK * spec.scenario.num_tasks)
+        batch = t.buffer_per_env * t.envs if t.buffer_per_env else t.envs * (4 * scenario.num_tasks + 256)
+    evaluation = evaluation_scenario(scenario, t)
+    sims = t.envs * _sim_bytes(scenario, obs) + t.eval_episodes * _sim_bytes(evaluation, obs)
+    acting = max(t.envs, t.eval_episodes, t.max_batchsize)  # rows of a pass without gradients
     node_units = ospec.N * (ospec.P + ospec.M + 2) * spec.policy.hidden
-    passes = node_units * (t.envs * ACT_BYTES_PER_NODE_UNIT + t.batch_size * UPDATE_BYTES_PER_NODE_UNIT)
-    return int(batch * 2 * obs + envs + passes)
+    logits = ospec.N * ospec.P * max(scenario.num_allocations, evaluation.num_allocations)
+    passes = (node_units * (acting * ACT_BYTES_PER_NODE_UNIT + t.batch_size * UPDATE_BYTES_PER_NODE_UNIT)
+              + logits * (acting * ACT_BYTES_PER_LOGIT + t.batch_size * UPDATE_BYTES_PER_LOGIT))
+    c1, g1 = scenario.alloc_dims
+    outputs = c1 * g1 if spec.policy.alloc_head == "joint" else c1 + g1 + 1
+    actors = 1 if spec.policy.shared_actors else ospec.N
+    head = actors * spec.policy.hidden * outputs * PARAM_BYTES
+    return {"collection buffer": int(batch * 2 * obs), "envs": int(sims), "network passes": int(passes),
+            "allocation head": int(head)}
+
+
+def _sim_bytes(scenario: ScenarioConfig, obs: int) -> int:
+    """One env: its observation, per-task simulator state and tables over the allocation grid."""
+    K, N = scenario.num_types, scenario.num_clusters
+    grid = scenario.num_allocations * (K * GRID_BYTES_PER_TYPE_CELL + N * (K + 1) * GATE_BYTES_PER_CELL)
+    return obs + SIM_BYTES_PER_TASK * scenario.num_tasks + grid
 
 
 def available_memory() -> int | None:
@@ -98,10 +140,24 @@ def check_plan(spec: RunSpec, available: int | None = None) -> None:
             f"the plan is {planned - done:,} env steps for --steps {t.steps:,} (collections of {t.collection_batch():,} "
             f"env steps = train.collect_steps rounded to {t.envs:,} envs): more than {PLAN_FACTOR}x what was asked; "
             "lower --envs or set train.collect_steps")
-    need = estimate_bytes(spec)
+    parts = estimate_parts(spec)
+    need = sum(parts.values())
     have = available_memory() if available is None else available
     if have is not None and need > MEMORY_FRACTION * have:
+        largest = max(parts, key=parts.get)
+        c1, g1 = spec.scenario.alloc_dims
         raise ConfigError(
             f"the run would need about {_gib(need)} of memory ({t.envs:,} envs, collections of "
-            f"{t.collection_batch() or 'whole-episode'} env steps), above the limit of {_gib(MEMORY_FRACTION * have)} "
-            f"({MEMORY_FRACTION:.0%} of the {_gib(have)} available); lower --envs or train.collect_steps")
+            f"{t.collection_batch() or 'whole-episode'} env steps, an allocation grid of {c1:,} x {g1:,}; "
+            f"largest part: {largest}, {_gib(parts[largest])}), above the limit of {_gib(MEMORY_FRACTION * have)} "
+            f"({MEMORY_FRACTION:.0%} of the {_gib(have)} available); {_ADVICE[largest]}")
+
+
+#: what lowers each part of :func:`estimate_parts`
+_ADVICE = {
+    "collection buffer": "lower --envs or train.collect_steps",
+    "envs": "lower --envs, train.eval_episodes, per_task_max (the allocation grid) or num_tasks",
+    "network passes": "lower per_task_max (the allocation grid), pending_slots, train.batch_size or "
+                      "train.max_batchsize",
+    "allocation head": "lower per_task_max (the allocation grid) or policy.hidden",
+}

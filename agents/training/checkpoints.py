@@ -16,10 +16,12 @@ import torch
 
 from agents.policy.checkpoint import (
     POLICY_KEYS,
+    TRAINING_KEYS,
     CheckpointError,
     map_tensors,
     read_checkpoint,
     save_policy_checkpoint,
+    validate_checkpoint,
 )
 from envs.config import ConfigError, ScenarioConfig
 
@@ -34,16 +36,16 @@ LAST = "last.pt"
 BEST = "best.pt"
 #: the run's summary (env steps, wall time, device, best validation), written when a process ends
 RESULT_FILE = "result.json"
-#: keys this package adds to the policy checkpoint
-CKPT_KEYS = ("optimizer", "counters", "rng", "train_config", "return_scaler")
+#: keys this package adds to the policy checkpoint (named, and checked on every read, by the policy's reader)
+CKPT_KEYS = TRAINING_KEYS
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a training checkpoint (a file, or a run directory holding ``last.pt``).
 
     Reads with :func:`agents.policy.checkpoint.read_checkpoint` (safe loading: tensors and plain
-    values only); every problem raises :class:`~agents.policy.checkpoint.CheckpointError` (a
-    :class:`ConfigError`).
+    values only) and checks every key (:func:`~agents.policy.checkpoint.validate_checkpoint`); every
+    problem raises :class:`~agents.policy.checkpoint.CheckpointError` (a :class:`ConfigError`).
     """
     path = Path(path)
     if path.is_dir():
@@ -54,6 +56,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(
             f"{path} is not a training checkpoint (missing {missing}); resume needs a last.pt written by train.py"
         )
+    validate_checkpoint(ckpt, path, (*POLICY_KEYS, *CKPT_KEYS))
     ckpt["_path"] = str(path)
     return ckpt
 

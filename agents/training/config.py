@@ -28,11 +28,12 @@ dataclasses: the same typed assignment (``from_dict``, ``apply``) and declarativ
 
 from __future__ import annotations
 
+import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
-from envs.config import ConfigError, parse_override
+from envs.config import ConfigError, ScenarioConfig, parse_override
 from envs.config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
     ConfigSection,
     apply_values,
@@ -43,6 +44,9 @@ from envs.config_section import (  # noqa: F401 - coerce and apply_values are re
     one_of,
     rule,
 )
+
+from agents.limits import MAX_ENVS, MAX_STEPS
+from agents.policy.modes import ARGMAX, COMPILE_MODES, EVAL_ACTIONS
 
 from .malloc import MALLOC_MODES
 from .precision import FLOAT32, PRECISIONS
@@ -67,12 +71,6 @@ DEVICES = tuple(DEVICE_HELP)
 #: the two variants of a scenario (``train.train_scenario``, ``train.eval_scenario``): the YAML's
 #: own settings, or those with its ``eval_overrides`` applied (test-bed: larger clusters, lower load)
 EVAL_SCENARIOS = ("train", "eval")
-#: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,
-#: the default of ``evaluate.py --policy-action``): the most likely joint action, or a sample
-#: from the policy (seeded, so reproducible). Sampling breaks the symmetry of identical agents
-#: that pick the same task (a lost single-mode conflict idles the cluster for a real step).
-EVAL_ACTIONS = ("argmax", "sample")
-ARGMAX, SAMPLE = EVAL_ACTIONS
 #: learning-rate schedules of ``train.lr_schedule`` (:meth:`TrainConfig.lr_at`): ``constant``
 #: keeps ``lr``; ``linear`` anneals it from ``lr`` at env step 0 to 0 at ``steps``
 LR_SCHEDULES = ("constant", "linear")
@@ -83,8 +81,6 @@ CONSTANT_LR, LINEAR_LR = LR_SCHEDULES
 #: (CleanRL's rule: no extra pass; the acting pass also computes the critic)
 OLD_STATS = ("recompute", "behaviour")
 RECOMPUTE, BEHAVIOUR = OLD_STATS
-#: torch.compile modes of ``train.compile`` and :meth:`agents.policy.TapFingerPolicy.compile_passes`
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: evaluation workload seeds start here; training seeds are drawn from [TRAIN_SEED_MIN, 2**62)
 EVAL_SEED_DEFAULT = 10_000
 #: the largest run seed (``train.seed``, ``--seed``): what every RNG the run seeds accepts
@@ -94,12 +90,12 @@ TRAIN_SEED_MIN = 1_000_000
 
 @dataclass
 class TrainConfig(ConfigSection):
-    """PPO and run hyper-parameters (defaults follow reference-tapfinger.md §4).
+    """PPO and run hyper-parameters (defaults follow the authors' published code).
 
-    Deviations from the reference: ``gamma`` is 1 in ``multi`` mode (as the reference) and
-    0.99 in ``single`` mode when left at ``None`` (the reference does not record it;
-    0.99 is tianshou's default used by its single-task ablation script); gradients are
-    clipped at norm 0.5 (the reference does not clip); returns are scaled by their running
+    Deviations from that code: ``gamma`` is 1 in ``multi`` mode (as there) and
+    0.99 in ``single`` mode when left at ``None`` (that code does not record it;
+    0.99 is tianshou's default, used by its single-task ablation script); gradients are
+    clipped at norm 0.5 (that code does not clip); returns are scaled by their running
     standard deviation (``return_scaling``) because team returns reach the thousands.
     """
 
@@ -148,6 +144,7 @@ class TrainConfig(ConfigSection):
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     collect_episodes: int | None = None  # or whole episodes per update (reference: = envs)
     buffer_per_env: int | None = None  # buffer slots per env in episode mode (None: estimate)
+    stagger_start: bool = False  # fast-forward each training env's first episode to a random point of it (agents/training/stagger.py), so collections mix episode phases
     # -- evaluation, checkpoints, logging
     eval_every: int = 20_000  # env steps between evaluations (= one tianshou epoch)
     eval_episodes: int = 8  # held-out workloads per evaluation (one eval env each)
@@ -157,7 +154,8 @@ class TrainConfig(ConfigSection):
     save_every: int | None = None  # env steps between last.pt saves (None: every evaluation)
     logdir: str = "runs"  # parent directory of the run directories
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
-    progress: bool = True  # tqdm progress bars
+    progress: bool = True  # a tqdm bar over the run's env steps (on a terminal; else a plain status line)
+    validation_baselines: bool = True  # run the validation baselines once at a run's start on its validation workloads (agents/training/validation_baselines.py): TensorBoard's baselines/* lines and the rival in the progress bar / status line (false: skip)
 
     # declared once (envs/config_section.py): built in layers (defaults, the YAML's train:
     # section, CLI flags, key=value overrides) with typed assignment, then validated once:
@@ -166,7 +164,9 @@ class TrainConfig(ConfigSection):
     VALIDATE_ON_INIT = False
     CHECKS = (
         at_least("steps", 1),
+        rule(lambda c: c.steps <= MAX_STEPS, f"steps must be <= {MAX_STEPS} (env steps of one run), got {{steps}}"),
         at_least("envs", 1),
+        rule(lambda c: c.envs <= MAX_ENVS, f"envs must be <= {MAX_ENVS} (training envs), got {{envs}}"),
         one_of("vector", VECTOR_KINDS),
         rule(lambda c: c.workers is None or 1 <= c.workers <= c.envs,
              "workers must be between 1 and envs ({envs}), got {workers}"),
@@ -314,8 +314,51 @@ class SplitOverrides:
     train: dict[str, Any]
 
 
+#: difflib's similarity ratio from which a mistyped override key is answered with the field it nearly names
+NEAR_MISS_RATIO = 0.75
+
+
+def override_fields() -> dict[str, list[str]]:
+    """The field names each override section takes: ``scenario`` (its top-level keys), ``train``, ``policy``."""
+    from agents.policy.config import PolicyConfig  # imported on first use: it loads the graph networks
+
+    return {section: [f.name for f in fields(cls)]
+            for section, cls in (("train", TrainConfig), ("policy", PolicyConfig), ("scenario", ScenarioConfig))}
+
+
+def key_hint(key: str, names: Mapping[str, Iterable[str]]) -> str | None:
+    """The override a mistyped ``key`` most likely meant, as written on the command line (``train.lr``,
+    ``policy.hidden``, ``num_tasks``): a field of that name in some section (``names``:
+    :func:`override_fields`), else the nearest field name of any section; None when none is near."""
+    qualified = {}
+    for section, section_names in names.items():
+        for name in section_names:
+            qualified.setdefault(name, name if section == "scenario" else f"{section}.{name}")
+    if key in qualified:
+        return qualified[key]
+    near = difflib.get_close_matches(key, list(qualified), n=1, cutoff=NEAR_MISS_RATIO)
+    return qualified[near[0]] if near else None
+
+
+def _check_override_keys(out: SplitOverrides) -> None:
+    """ConfigError for an override key that is no field of the section it reached but (nearly) names a
+    field of some section: ``lr=1e-3`` -> did you mean train.lr? Other unknown keys are left to the
+    section's own check, which lists its valid keys."""
+    names = None
+    for section in ("scenario", "train", "policy"):
+        for key in getattr(out, section):
+            head = key.split(".")[0]
+            names = names or override_fields()
+            if head in names[section]:
+                continue
+            hint = key_hint(head, names)
+            if hint is not None:
+                raise ConfigError(f"unknown {section} key {head!r}; did you mean {hint}?")
+
+
 def split_overrides(items: Iterable[str]) -> SplitOverrides:
-    """Route ``key=value`` strings to the scenario, policy or train section (module docstring)."""
+    """Route ``key=value`` strings to the scenario, policy or train section (module docstring); a key
+    that no section has but that nearly names a field raises with the override it meant."""
     out = SplitOverrides({}, {}, {})
     for text in items:
         key, value = parse_override(text)
@@ -330,4 +373,5 @@ def split_overrides(items: Iterable[str]) -> SplitOverrides:
             out.scenario[rest] = value
         else:
             out.scenario[key] = value
+    _check_override_keys(out)
     return out

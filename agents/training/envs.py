@@ -25,6 +25,7 @@ from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
 from envs.gym_env import EdgeClustersEnv
 
 from .config import TrainConfig
+from .stagger import random_feasible_actions, stagger_rng, stagger_target
 from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv
 
 if TYPE_CHECKING:
@@ -46,9 +47,11 @@ class TrainingEnv(gym.Wrapper):
     steps of the episode, at its last step).
     """
 
-    def __init__(self, env: gym.Env, seeds: SeedSchedule) -> None:
+    def __init__(self, env: gym.Env, seeds: SeedSchedule, stagger: np.random.Generator | None = None) -> None:
         super().__init__(env)
         self.seeds = seeds
+        #: the first episode is fast-forwarded by this generator (:mod:`agents.training.stagger`), then it is dropped
+        self._stagger = stagger
         self._n = int(env.unwrapped.cfg.num_clusters)
         self._seed = -1
         self._length = 0
@@ -74,7 +77,23 @@ class TrainingEnv(gym.Wrapper):
         self._seed = self.seeds.next() if seed is None else int(seed)
         self._length = 0
         obs, _ = self.env.reset(seed=self._seed, options=options)
+        if self._stagger is not None:
+            rng, self._stagger = self._stagger, None
+            obs = self._fast_forward(obs, rng)
         return obs, self._info(None)
+
+    def _fast_forward(self, obs: Mapping[str, np.ndarray], rng: np.random.Generator) -> Any:
+        """Random feasible steps until the episode's real time reaches its stagger target (a new
+        episode, unstaggered, if this one ends first); returns the observation reached."""
+        env = self.env.unwrapped
+        target = stagger_target(rng, env.cfg)
+        while env.sim.t < target:
+            action = random_feasible_actions({k: v[None] for k, v in obs.items()}, [rng], env.cfg)[0]
+            obs, _, terminated, truncated, _ = self.env.step(action)
+            self._length += 1
+            if terminated or truncated:
+                return self.reset()[0]
+        return obs
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -82,9 +101,12 @@ class TrainingEnv(gym.Wrapper):
         return obs, float(reward), bool(terminated), bool(truncated), self._info(info)
 
 
-def make_env(scenario: Mapping[str, Any], seed_key: Sequence[int] = (0,), fixed_seed: int | None = None) -> TrainingEnv:
-    """Build one wrapped env from a scenario dict (picklable through ``functools.partial``)."""
-    return TrainingEnv(EdgeClustersEnv(from_dict(scenario)), SeedSchedule(seed_key, fixed_seed))
+def make_env(scenario: Mapping[str, Any], seed_key: Sequence[int] = (0,), fixed_seed: int | None = None,
+             stagger: bool = False) -> TrainingEnv:
+    """Build one wrapped env from a scenario dict (picklable through ``functools.partial``);
+    ``stagger``: its first episode starts at a staggered point (:mod:`agents.training.stagger`)."""
+    return TrainingEnv(EdgeClustersEnv(from_dict(scenario)), SeedSchedule(seed_key, fixed_seed),
+                       stagger_rng(seed_key) if stagger else None)
 
 
 def vector_kind(train: TrainConfig) -> str:
@@ -119,9 +141,10 @@ def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int) ->
     kind = vector_kind(train)
     keys = [(train.seed, restart, i) for i in range(train.envs)]
     if kind in ("batch", "ray"):
-        return batched_vector_env(kind, scenario, train.envs, train.workers, train.ray_address, seed_keys=keys)
+        return batched_vector_env(kind, scenario, train.envs, train.workers, train.ray_address, seed_keys=keys,
+                                  stagger=train.stagger_start)
     raw = to_dict(scenario)
-    return build_vector_env(kind, [functools.partial(make_env, raw, key) for key in keys])
+    return build_vector_env(kind, [functools.partial(make_env, raw, key, stagger=train.stagger_start) for key in keys])
 
 
 def batched_vector_env(
@@ -133,21 +156,23 @@ def batched_vector_env(
     *,
     seed_keys: Sequence[Sequence[int]] | None = None,
     fixed_seeds: Sequence[int] | None = None,
+    stagger: bool = False,
 ) -> BatchVectorEnv | ShardedBatchVectorEnv:
     """``batch``: one batched simulator in this process (``workers`` in (None, 1)) or split over
     ``workers`` processes; ``ray``: split over Ray actors (``workers``, default one per CPU, at
     most one per env), at ``ray_address`` / ``$RAY_ADDRESS`` or a local Ray. Give exactly one of
-    ``seed_keys`` (training) and ``fixed_seeds`` (evaluation)."""
+    ``seed_keys`` (training) and ``fixed_seeds`` (evaluation); ``stagger``: training envs' first
+    episodes start at staggered points (:mod:`agents.training.stagger`)."""
     if kind == "ray":
         require_ray()
         actors = workers or min(num_envs, os.cpu_count() or 1)
         address = ray_address or os.environ.get("RAY_ADDRESS") or None
-        return ShardedBatchVectorEnv(
-            scenario, num_envs, actors, "ray", ray_address=address, seed_keys=seed_keys, fixed_seeds=fixed_seeds
-        )
+        return ShardedBatchVectorEnv(scenario, num_envs, actors, "ray", ray_address=address, seed_keys=seed_keys,
+                                     fixed_seeds=fixed_seeds, stagger=stagger)
     if workers is None or workers == 1:
-        return BatchVectorEnv(scenario, num_envs, seed_keys=seed_keys, fixed_seeds=fixed_seeds)
-    return ShardedBatchVectorEnv(scenario, num_envs, workers, "process", seed_keys=seed_keys, fixed_seeds=fixed_seeds)
+        return BatchVectorEnv(scenario, num_envs, seed_keys=seed_keys, fixed_seeds=fixed_seeds, stagger=stagger)
+    return ShardedBatchVectorEnv(scenario, num_envs, workers, "process", seed_keys=seed_keys, fixed_seeds=fixed_seeds,
+                                 stagger=stagger)
 
 
 def training_scenario(scenario: ScenarioConfig, train: TrainConfig) -> ScenarioConfig:

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.baselines import make_scheduler
-from agents.evaluation.schedulers import parse_scheduler_spec
+from agents.baselines.specs import parse_scheduler_spec
 from agents.policy.observations import obs_to_torch
 from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv, episode_metrics

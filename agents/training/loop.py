@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
-from torch.utils.tensorboard import SummaryWriter
 
+from agents.policy.modes import ARGMAX, SAMPLE_SLOT
 from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from . import rundir
 from .checkpoints import BEST, LAST, RESULT_FILE, restore
-from .config import ARGMAX
-from .envs import evaluation_envs, training_envs
-from .logger import RunLogger
+from .envs import evaluation_envs, evaluation_scenario, training_envs
+from .logger import BaselineScalars, RunLogger, RunWriter, custom_layout
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
@@ -36,6 +35,7 @@ from .session import Session, earlier_devices
 from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .tianshou_glue.trainer import GridTrainer
+from .validation_baselines import run_validation_baselines
 from .vector_env import WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
 
@@ -67,6 +67,7 @@ class TrainResult:
     best_env_step: int | None = None  # env step of the evaluation that gave best.pt (0: the untrained model)
     total_wall_s: float | None = None  # wall time over every process of the run (resumes added up)
     device: str = "cpu"  # device types the run trained on, joined by "+" when a resume moved it ("cuda+cpu")
+    critic: dict[str, float] | None = None  # the critic's health over the last updates (MultiAgentPPO.critic_health)
 
 
 class TrainingInterrupted(Exception):
@@ -84,13 +85,26 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
     The run directory is taken first (:func:`agents.training.rundir.claim`), then ``on_start(run_dir)``
     is called. Raises :class:`TrainingInterrupted` on Ctrl-C (or SIGTERM turned into one), and
     :class:`~agents.training.vector_env.WorkerDied` when a vector env worker process or Ray actor died; both
-    after saving ``last.pt``."""
-    t = spec.train
+    after saving ``last.pt``. A new run that fails or is stopped before its first ``last.pt``
+    removes its directory (:func:`agents.training.rundir.remove_unstarted`): nothing in it could be resumed."""
     device = device or check_environment(spec)
     start = time.perf_counter()
     # the run directory first: a new run creates it exclusively, a resumed one locks its own
-    retry = (lambda: rundir.default_run_name(spec.scenario.name, spec.policy.variant, t.seed))
+    retry = (lambda: rundir.default_run_name(spec.scenario.name, spec.policy.variant, spec.train.seed))
     spec.run_dir, lock = rundir.claim(spec.run_dir, spec.fresh_dir, spec.default_name, retry)
+    try:
+        return _train_in_run_dir(spec, device, lock, start, on_start)
+    except BaseException:
+        lock.release()
+        if spec.fresh_dir:
+            rundir.remove_unstarted(spec.run_dir)
+        raise
+
+
+def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock, start: float,
+                      on_start: Callable[[Path], None] | None) -> TrainResult:
+    """:func:`run_training` once the run directory is taken (``lock`` held)."""
+    t = spec.train
     if on_start is not None:
         on_start(spec.run_dir)
     configure_process(t)
@@ -116,15 +130,24 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
         # run directory, TensorBoard, the state shared by the trainer callbacks
         devices_before = earlier_devices(spec)  # before config.yaml is rewritten
         write_config(spec, {"restarts": spec.restarts, "device": str(device)})
-        writer = SummaryWriter(log_dir=str(spec.run_dir))
+        means = validation_baselines(spec)
+        writer = RunWriter(log_dir=str(spec.run_dir))
         cleanup.callback(writer.close)
+        writer.add_custom_scalars(custom_layout(means))
+        baselines = BaselineScalars(spec.run_dir, means)
+        cleanup.callback(baselines.close)
         if warm is not None:
             log_warm_start(writer, warm)
-        session = Session(spec, algorithm, net, writer, started=start, devices_before=devices_before)
+        session = Session(spec, algorithm, net, writer, started=start, devices_before=devices_before,
+                          baselines=baselines)
+        cleanup.callback(session.progress.close)
+        if spec.fresh_dir:  # a new run directory: its baselines' lines start where it starts
+            session.log_baselines(spec.done_env_steps)
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
         train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
+        train_collector.set_on_step_hook(session.collect_step_fn)
         params = trainer_params(spec, session, logger, train_collector, test_collector)
         trainer = GridTrainer(algorithm, params, first_epoch_steps=t.interval_plan(spec.done_env_steps)[0])
         session.trainer = trainer
@@ -134,6 +157,7 @@ def run_training(spec: RunSpec, device: torch.device | None = None,
             session.save(LAST)
 
         # train (Ctrl-C and SIGTERM stop early), save last.pt, summarise
+        session.progress.start()
         try:
             interrupted = _run(trainer)
         except WorkerDied as exc:
@@ -158,7 +182,8 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     if t.compile:
         net.compile_passes(t.compile)
     policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
-                              deterministic_eval=t.eval_action == ARGMAX, precision=t.precision)
+                              deterministic_eval=t.eval_action == ARGMAX, precision=t.precision,
+                              argmax_allocation_eval=t.eval_action == SAMPLE_SLOT)
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),
@@ -226,7 +251,6 @@ def trainer_params(
     t = spec.train
     n_steps = t.resolved_collect_steps()
     _, epoch_len, epochs = t.interval_plan(spec.done_env_steps)
-    algorithm = session.algorithm
     return OnPolicyTrainerParams(
         training_collector=train_collector,
         test_collector=test_collector,
@@ -238,15 +262,28 @@ def trainer_params(
         batch_size=t.batch_size,
         test_step_num_episodes=t.eval_episodes,
         training_fn=session.training_fn,
-        test_fn=lambda epoch, env_step: algorithm.policy.reset_eval_generators(),
+        test_fn=session.test_fn,
         compute_score_fn=session.compute_score_fn,
         save_best_fn=session.save_best_fn,
         save_checkpoint_fn=session.save_checkpoint_fn,
         resume_from_log=spec.resume is not None,
         logger=logger,
         verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
-        show_progress=t.progress,
+        show_progress=False,  # its per-epoch bars; the session's RunProgress draws one bar over the run
     )
+
+
+def validation_baselines(spec: RunSpec) -> dict[str, float | None]:
+    """The validation baselines' mean JCTs of the run (:mod:`~agents.training.validation_baselines`; read back
+    in a resumed run's own directory); empty when ``train.validation_baselines`` is off. Printed as one line
+    when the run prints its evaluations."""
+    if not spec.train.validation_baselines:
+        return {}
+    means = run_validation_baselines(spec.run_dir, evaluation_scenario(spec.scenario, spec.train), spec.train)
+    if spec.eval_lines:
+        shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in means.items())
+        print(f"validation baselines (mean JCT on the validation workloads): {shown}", flush=True)
+    return means
 
 
 def _restored_steps(spec: RunSpec) -> tuple[int, int, int] | None:
@@ -284,6 +321,7 @@ def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) ->
         best_env_step=session.best_env_step,
         total_wall_s=session.wall_s(),
         device="+".join(session.devices),
+        critic=session.algorithm.critic_health(),
     )
     write_result(spec, result)
     return result
@@ -292,7 +330,7 @@ def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) ->
 def write_result(spec: RunSpec, result: TrainResult) -> Path:
     """``result.json`` in the run directory: what the run did so far (rewritten by every process
     of the run; ``finished`` once the planned env steps are done)."""
-    from ..evaluation.summary import write_json
+    from agents.json_files import write_json
 
     planned = spec.train.planned_env_steps()
     wall = result.total_wall_s or result.wall_s
@@ -309,6 +347,7 @@ def write_result(spec: RunSpec, result: TrainResult) -> Path:
         "best_mean_jct": result.best_mean_jct,
         "best_env_step": result.best_env_step,
         "restarts": spec.restarts,
+        "critic": result.critic,
         "torch": str(torch.__version__),
     }
     return write_json(spec.run_dir / RESULT_FILE, doc)

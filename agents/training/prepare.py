@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import torch
 import yaml
 
+from agents.output_dirs import OutputWriteError
 from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, split_scenario_yaml, to_dict
 
 from . import rundir
-from .checkpoints import load_checkpoint
+from .checkpoints import LAST, load_checkpoint
 from .config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
 from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
 from .malloc import configure_allocator
@@ -98,7 +99,8 @@ def prepare_run(
     ``resume`` the checkpoint's configs are the base; a scenario or policy that differs from
     the checkpoint's is refused (:class:`ConfigError`), train settings may change. The run goes
     on in the checkpoint's own run directory, or in a new one under ``--logdir`` when the file is
-    not in its run's directory (:mod:`agents.training.rundir`). Nothing is created here.
+    not in its run's directory (:mod:`agents.training.rundir`); in its own directory only the
+    run's ``last.pt`` continues it (:func:`check_no_rewind`). Nothing is created here.
     """
     split: SplitOverrides = split_overrides(overrides)
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
@@ -148,6 +150,7 @@ def prepare_run(
     own_dir = Path(ckpt["_path"]).parent if ckpt is not None else None
     if own_dir is not None and rundir.owns(ckpt, own_dir):
         # the checkpoint sits in its own run directory: the run goes on there, with its id
+        check_no_rewind(ckpt, own_dir)
         return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=own_dir, resume=ckpt,
                        run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False)
     # a new run, or a shipped / copied checkpoint continued as a new run (its history carried on;
@@ -157,6 +160,44 @@ def prepare_run(
     name = train.run_name or default_run_name(scenario, policy, train)
     return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
                    run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None)
+
+
+def check_no_rewind(ckpt: Mapping[str, Any], run_dir: Path) -> None:
+    """ConfigError unless ``ckpt`` is its run's ``last.pt`` (or the run has no ``last.pt`` any more):
+    going on from an older file of the run (``best.pt``) would replace the newer ``last.pt``,
+    ``best.pt`` and ``result.json`` with a branch from an earlier step."""
+    path = Path(ckpt["_path"])
+    last = run_dir / LAST
+    if path.name == LAST or not last.is_file():
+        return
+    here, newest = int(ckpt["counters"]["env_step"]), int(load_checkpoint(last)["counters"]["env_step"])
+    age = (f"is older than this run's {LAST} (step {here} < {newest})" if here < newest
+           else f"is not this run's {LAST} (both at step {newest})")
+    raise ConfigError(f"cannot resume from {path}: it {age}: resume from {last}, or copy the file elsewhere "
+                      "to start a new run from it (a copied checkpoint continues as a new run under --logdir)")
+
+
+def check_resume_weights(spec: RunSpec) -> None:
+    """ConfigError (one line) unless the resumed checkpoint's weights and optimizer fit the network
+    its configs build (checked on a freshly built model, before the run directory is taken)."""
+    if spec.resume is None:
+        return
+    from agents.policy.checkpoint import shape_problems
+    from agents.policy.network import TapFingerPolicy
+    from envs.observation import ObservationSpec
+
+    model = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy)
+    path = spec.resume["_path"]
+    problems = shape_problems(model, spec.resume["model"])
+    if problems:
+        raise ConfigError(f"cannot resume {path}: its weights do not fit the architecture of its policy config: "
+                          + "; ".join(problems[:3]) + (f"; {len(problems) - 3} more" if len(problems) > 3 else ""))
+    groups = spec.resume["optimizer"]["param_groups"]
+    have = sum(len(g.get("params", ())) for g in groups)
+    want = sum(1 for p in model.parameters() if p.requires_grad)
+    if have != want:
+        raise ConfigError(f"cannot resume {path}: its optimizer state holds {have} parameter(s), "
+                          f"the network has {want}")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -179,10 +220,13 @@ def configure_process(train: TrainConfig, threads: int | None = None) -> None:
 
 def check_environment(spec: RunSpec) -> torch.device:
     """Fail early (ConfigError) on a plan beyond ``--steps`` or the machine's memory
-    (:func:`~agents.training.budget.check_plan`), or a device or vector backend this machine lacks."""
+    (:func:`~agents.training.budget.check_plan`), resumed weights that do not fit the network
+    (:func:`check_resume_weights`, once the plan's size is known to fit), or a device or vector
+    backend this machine lacks."""
     from .budget import check_plan
 
     check_plan(spec)
+    check_resume_weights(spec)
     device = resolve_device(spec.train.device)
     if spec.train.shards > 1 and device.type != "cpu":
         raise ConfigError(f"train.shards={spec.train.shards} splits network passes over CPU threads; "
@@ -221,5 +265,5 @@ def write_config(spec: RunSpec, extra: Mapping[str, Any] | None = None) -> Path:
     try:
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
     except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise OutputWriteError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

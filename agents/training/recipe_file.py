@@ -7,16 +7,19 @@ the section. A scenario key that is a learning choice (:data:`~envs.config.LEARN
 top-level line: replaced in place, or added after the scenario's last line. The comment of a
 replaced line is dropped (it described the old value) and reported. The caller checks the result
 by resolving it (:mod:`agents.evaluation.adoption`).
+
+:func:`quick_arguments` reads the other way: ``train.py --quick`` lays the YAML's quick recipe
+(:func:`~envs.config.quick_recipe`) under the command line's flags and overrides.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
-from envs.config import LEARNING_KEYS, RECIPE_SECTIONS, ConfigError
+from envs.config import LEARNING_KEYS, RECIPE_SECTIONS, ConfigError, quick_recipe
 
 
 def yaml_value(value: Any) -> str:
@@ -107,3 +110,14 @@ def set_recipe_values(text: str, values: Mapping[tuple[str, str], Any]) -> tuple
             continue
         _replace(lines, found, pattern, f"{indent}{key}: {yaml_value(value)}", f"{section}.{key}", dropped)
     return "\n".join(lines) + "\n", dropped
+
+
+def quick_arguments(config: str, flags: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``train.py --quick``: the CLI ``flags`` and ``key=value`` ``overrides`` with the scenario's quick
+    recipe beneath them. Its ``train`` values join the flags (an explicit flag wins), its ``policy``
+    values lead the overrides (a later one wins), so the precedence is: defaults < the YAML's recipe <
+    its quick section < the flags < the overrides."""
+    quick = quick_recipe(config)
+    given = {key: value for key, value in flags.items() if value is not None}
+    policy = [f"policy.{key}={yaml_value(value)}" for key, value in quick["policy"].items()]
+    return {**quick["train"], **given}, policy + list(overrides)

@@ -12,7 +12,9 @@ A run owns its directory ``<logdir>/<run_name>``:
   in the checkpoint's directory only when that directory's ``config.yaml`` has the same id (the
   file sits in its own run), and adopts only a ``best.pt`` of the same id. A shipped or copied
   file starts a new run directory under ``--logdir`` that carries its history on;
-* ``train.run_name`` is one plain path component, so a run cannot leave ``--logdir``.
+* ``train.run_name`` is one plain path component, so a run cannot leave ``--logdir``;
+* a new run that fails or is stopped before its first ``last.pt`` leaves nothing: its directory
+  holds nothing to resume, so :func:`remove_unstarted` deletes it.
 
 :func:`claim` makes the checks of :mod:`agents.output_dirs` before any simulator or network is
 built (an unwritable directory, a file in the way, a full disk).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Mapping
@@ -156,7 +159,33 @@ def claim(run_dir: Path, fresh: bool, default_name: bool, retry_name: Any = None
                 raise ConfigError(f"cannot create the run directory {str(run_dir)!r}: {exc.strerror or exc}") from None
         else:  # pragma: no cover - eight random names taken
             raise ConfigError(f"could not find a free run directory name under {str(parent)!r}")
-    lock = RunLock(run_dir)
+    try:
+        lock = RunLock(run_dir)
+    except BaseException:
+        if fresh:  # created just now, empty: nobody else can have written into it
+            run_dir.rmdir()
+        raise
     if not fresh:
         remove_stale_tmp(run_dir)
     return run_dir, lock
+
+
+def remove_unstarted(run_dir: Path) -> bool:
+    """Delete a new run's directory that holds no ``last.pt`` (the run failed or was stopped before
+    its first save: nothing in it can be resumed); True when it was removed. Takes the run's lock
+    first, so a directory another process works in is never touched."""
+    from .checkpoints import LAST  # torch: imported when a run is cleaned up, not with this module
+
+    if not run_dir.is_dir() or (run_dir / LAST).exists():
+        return False
+    try:
+        lock = RunLock(run_dir)
+    except (ConfigError, OSError):
+        return False
+    try:
+        if (run_dir / LAST).exists():
+            return False
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return not run_dir.exists()
+    finally:
+        lock.release()

@@ -7,34 +7,38 @@
 * every evaluation prints one line ``step X: eval mean JCT Y (best Z at step S)``
   (:meth:`Session.compute_score_fn`; tianshou's own ``test_reward`` line is off);
 * ``system/*`` scalars (throughput, :class:`~agents.training.monitor.SystemMonitor`) and
-  ``test/best_mean_jct`` go straight to the writer; a plain status line every
-  ``status_every_s`` seconds when the progress bars are off.
+  ``test/best_mean_jct`` go straight to the writer, the validation baselines (``baselines/*``) to
+  their own TensorBoard run at the process's first env step and at every evaluation;
+* between evaluations, :class:`~agents.training.progress.RunProgress` shows the run's progress: a
+  bar (``train.progress``) or a plain line every ``status_every_s`` seconds.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
-from tqdm import tqdm
 
 from envs.config import ConfigError
 
 from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
 from .monitor import SystemMonitor
+from .progress import RunProgress
 from .rundir import CONFIG_FILE, RUN_ID
 from .stats import SchedulingCollectStats, evaluation_score
 from .tianshou_glue.trainer import trainer_env_step
+from .validation_baselines import validation_rival
 
 if TYPE_CHECKING:
     from tianshou.algorithm import Algorithm
+    from tianshou.data.collector import CollectActionBatchProtocol, RolloutBatchProtocol
     from tianshou.trainer import OnPolicyTrainer
     from torch.utils.tensorboard import SummaryWriter
 
+    from .logger import BaselineScalars
     from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
 
@@ -59,10 +63,12 @@ def earlier_devices(spec: RunSpec) -> list[str]:
 
 class Session:
     """State shared by the trainer callbacks of one run (:meth:`save_checkpoint_fn`,
-    :meth:`training_fn`, :meth:`compute_score_fn`, :meth:`save_best_fn`)."""
+    :meth:`training_fn`, :meth:`collect_step_fn`, :meth:`test_fn`, :meth:`compute_score_fn`,
+    :meth:`save_best_fn`). ``baselines``: the validation baselines' scalars (None: none computed)."""
 
     def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
-                 started: float | None = None, devices_before: Sequence[str] = ()) -> None:
+                 started: float | None = None, devices_before: Sequence[str] = (),
+                 baselines: BaselineScalars | None = None) -> None:
         self.spec = spec
         self.algorithm = algorithm
         self.net = net
@@ -90,8 +96,8 @@ class Session:
         if here not in self.devices:
             self.devices.append(here)
         self._tick: tuple[float, int] | None = None
-        self._status_at = time.perf_counter()
         self.last_rate: float | None = None
+        self.baselines = baselines
         self.monitor = SystemMonitor()
         best = spec.run_dir / BEST
         if own and best.is_file():  # best.pt may be newer than last.pt; only this run's own counts
@@ -103,6 +109,10 @@ class Session:
                     self.best_env_step = bc.get("best_env_step", bc.get("env_step"))
             except ConfigError:  # an unreadable best.pt is replaced by the next best
                 pass
+        t = spec.train
+        self.progress = RunProgress(spec.done_env_steps, t.planned_env_steps(spec.done_env_steps), bar=t.progress,
+                                    every_s=spec.status_every_s, best_jct=self.best_mean_jct,
+                                    rival=None if baselines is None else validation_rival(baselines.means))
 
     # ------------------------------------------------------------------ counters / saving
     def env_step(self) -> int:
@@ -158,40 +168,43 @@ class Session:
         self._tick = (now, env_step)
         for key, value in self.monitor.sample().items():
             self.writer.add_scalar(f"system/{key}", value, env_step)
-        self._status_line(env_step, now)
+        self.progress.training_step(env_step)
         every = self.spec.train.save_every
         if every is not None and env_step - self.last_save_env_step >= every:
             self.save(LAST, env_step=env_step, epoch=epoch - 1)
 
-    def _status_line(self, env_step: int, now: float) -> None:
-        """A plain progress line every ``status_every_s`` seconds (progress bars off)."""
-        every = self.spec.status_every_s
-        if every is None or now - self._status_at < every:
-            return
-        self._status_at = now
-        total = self.spec.train.planned_env_steps()
-        of = f"/{total}" if total else ""
-        pct = f" ({100 * env_step / total:.0f}%)" if total else ""
-        rate = f", {self.last_rate:.0f} env steps/s" if self.last_rate is not None else ""
-        print(f"step {env_step}{of}{pct}{rate}", flush=True)
+    def collect_step_fn(self, action_batch: CollectActionBatchProtocol, rollout_batch: RolloutBatchProtocol) -> None:
+        """The training collector's step hook: one env step of each stepped environment."""
+        self.progress.collected(len(rollout_batch))
+
+    def test_fn(self, epoch: int, env_step: int) -> None:
+        """Start of an evaluation: the policy's evaluation generators start over (the same draws at every
+        evaluation, ``train.eval_action=sample``)."""
+        self.algorithm.policy.reset_eval_generators()
+        self.progress.validation_started()
+
+    def log_baselines(self, env_step: int) -> None:
+        """The validation baselines' points at ``env_step`` (:class:`~agents.training.logger.BaselineScalars`)."""
+        if self.baselines is not None:
+            self.baselines.write(env_step)
 
     def compute_score_fn(self, stats: SchedulingCollectStats) -> float:
         """tianshou's score of an evaluation; prints our one-line evaluation summary."""
         self.last_score = evaluation_score(stats)
         self.last_mean_jct = stats.mean_jct
+        step = self.env_step()
+        if self.last_score > self.best_score:
+            best_jct, best_step = self.last_mean_jct, step
+        else:
+            best_jct, best_step = self.best_mean_jct, self.best_env_step
+        self.log_baselines(step)
+        self.progress.evaluated(self.last_mean_jct, best_jct)
         if self.spec.eval_lines:
-            step = self.env_step()
-            if self.last_score > self.best_score:
-                best_jct, best_step = self.last_mean_jct, step
-            else:
-                best_jct, best_step = self.best_mean_jct, self.best_env_step
             jct = "n/a" if stats.mean_jct is None else f"{stats.mean_jct:.3f}"
             trunc = f", {stats.truncated_episodes} episode(s) truncated" if stats.truncated_episodes else ""
             best = "n/a" if best_jct is None else f"{best_jct:.3f}"
             at = "" if best_step is None else f" at step {best_step}"
-            line = f"step {step}: eval mean JCT {jct}{trunc} (best {best}{at})"
-            tqdm.write(line, file=sys.stdout)
-            sys.stdout.flush()
+            self.progress.write(f"step {step}: eval mean JCT {jct}{trunc} (best {best}{at})")
         return self.last_score
 
     def save_best_fn(self, algorithm: Algorithm) -> None:

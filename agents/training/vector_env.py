@@ -27,6 +27,7 @@ from envs.gym_env import action_space as joint_action_space
 from envs.gym_env import observation_space as joint_observation_space
 
 from .config import TRAIN_SEED_MIN
+from .stagger import random_feasible_actions, stagger_rng, stagger_target
 
 #: what a step returns before wrapping: obs dict, reward, terminated, truncated, info dict
 StepArrays = tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]
@@ -76,6 +77,8 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         num_envs: number of environments ``B``.
         seed_keys: one :class:`SeedSchedule` key per environment (training), or
         fixed_seeds: one fixed workload seed per environment (evaluation: every reset replays it).
+        stagger: (training) each environment's first episode is fast-forwarded to a staggered
+            point, by the generator of its seed key (:mod:`agents.training.stagger`).
     """
 
     def __init__(
@@ -84,9 +87,12 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         num_envs: int,
         seed_keys: Sequence[Sequence[int]] | None = None,
         fixed_seeds: Sequence[int] | None = None,
+        stagger: bool = False,
     ) -> None:
         if (seed_keys is None) == (fixed_seeds is None):
             raise ValueError("give exactly one of seed_keys (training) or fixed_seeds (evaluation)")
+        if stagger and seed_keys is None:
+            raise ValueError("stagger needs seed_keys: only training environments start staggered")
         self.batched = BatchedEdgeClusters(scenario, num_envs)
         self.env_num = int(num_envs)
         if seed_keys is not None:
@@ -96,6 +102,9 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         if len(schedules) != self.env_num:
             raise ValueError(f"need {self.env_num} seed schedules, got {len(schedules)}")
         self.schedules = schedules
+        #: per environment, the generator of its first episode's fast-forward (None once used, or unstaggered)
+        self.staggers: list[np.random.Generator | None] = (
+            [stagger_rng(k) for k in seed_keys] if stagger and seed_keys is not None else [None] * self.env_num)
         spec = self.batched.obs_spec
         self.num_agents = spec.N
         single_obs, single_act = joint_observation_space(spec), joint_action_space(spec)
@@ -107,9 +116,40 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         ids = self.batched.env_ids(ids)
         seeds = np.array([self.schedules[i].next() for i in ids.tolist()], dtype=np.int64)
         obs = self.batched.reset(ids, seeds)
+        rows = np.flatnonzero([self.staggers[i] is not None for i in ids.tolist()])
+        if rows.size:
+            self._fast_forward(ids, rows, obs, seeds)
         info = empty_info(ids.size, self.num_agents)
         info["workload_seed"] = seeds
         return obs, info
+
+    def _fast_forward(self, ids: np.ndarray, rows: np.ndarray, obs: dict[str, np.ndarray], seeds: np.ndarray) -> None:
+        """Random feasible steps for environments ``ids[rows]`` until each reaches its stagger
+        target (a new episode, unstaggered, for one whose episode ends first); ``obs`` and
+        ``seeds`` (rows of ``ids``) are updated in place. The same draws as
+        :meth:`agents.training.envs.TrainingEnv.reset` makes for the same seed key."""
+        cfg = self.batched.cfg
+        rngs = {int(r): self.staggers[int(ids[r])] for r in rows}
+        for r in rows.tolist():
+            self.staggers[int(ids[r])] = None
+        targets = np.array([stagger_target(rngs[int(r)], cfg) for r in rows])
+        while rows.size:
+            going = self.batched.real_time(ids[rows]) < targets
+            rows, targets = rows[going], targets[going]
+            if not rows.size:
+                break
+            actions = random_feasible_actions({k: v[rows] for k, v in obs.items()}, [rngs[int(r)] for r in rows], cfg)
+            out = self.batched.step(actions, ids[rows])
+            for k, v in out.obs.items():
+                obs[k][rows] = v
+            ended = out.terminated | out.truncated
+            if ended.any():
+                done = rows[ended]
+                fresh = np.array([self.schedules[int(i)].next() for i in ids[done]], dtype=np.int64)
+                for k, v in self.batched.reset(ids[done], fresh).items():
+                    obs[k][done] = v
+                seeds[done] = fresh
+                rows, targets = rows[~ended], targets[~ended]
 
     def step_arrays(self, action: np.ndarray, ids: Any) -> StepArrays:
         """:meth:`step` as plain arrays (what shard workers send back)."""
@@ -143,10 +183,12 @@ def shard_bounds(num_envs: int, shards: int) -> list[tuple[int, int]]:
 class _Shard:
     """Environments ``[lo, hi)`` of a sharded vector env, as held by one worker."""
 
-    def __init__(self, scenario: dict[str, Any], lo: int, hi: int, seed_keys: Any, fixed_seeds: Any) -> None:
+    def __init__(self, scenario: dict[str, Any], lo: int, hi: int, seed_keys: Any, fixed_seeds: Any,
+                 stagger: bool = False) -> None:
         from envs.config import from_dict
 
-        self.env = BatchVectorEnv(from_dict(scenario), hi - lo, seed_keys=seed_keys, fixed_seeds=fixed_seeds)
+        self.env = BatchVectorEnv(from_dict(scenario), hi - lo, seed_keys=seed_keys, fixed_seeds=fixed_seeds,
+                                  stagger=stagger)
 
     def reset(self, ids: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         return self.env.reset_arrays(ids)
@@ -293,6 +335,7 @@ class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
         seed_keys: Sequence[Sequence[int]] | None = None,
         fixed_seeds: Sequence[int] | None = None,
         ray_address: str | None = None,
+        stagger: bool = False,
     ) -> None:
         from envs.config import to_dict
 
@@ -305,7 +348,7 @@ class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
         for lo, hi in self.bounds:
             keys = None if seed_keys is None else [list(k) for k in seed_keys[lo:hi]]
             fixed = None if fixed_seeds is None else [int(s) for s in fixed_seeds[lo:hi]]
-            args.append((raw, lo, hi, keys, fixed))
+            args.append((raw, lo, hi, keys, fixed, stagger))
         if backend == "process":
             self.shards: Any = _ProcessShards(args)
         elif backend == "ray":

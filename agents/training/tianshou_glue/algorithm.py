@@ -9,7 +9,8 @@ lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per
 * :class:`JointActorPolicy` -- the tianshou ``Policy``: samples the joint action (Bayes
   conflict resolution included) with ``TapFingerPolicy.act``; outside training steps
   (evaluation) deterministic, or sampled with ``deterministic_eval=False``
-  (``train.eval_action=sample``) from a generator seeded per workload. It stores the behaviour
+  (``train.eval_action=sample``; ``sample-slot`` also sets ``argmax_allocation_eval``) from a
+  generator seeded per workload. It stores the behaviour
   log-probabilities (``policy.logp``), and with ``train.old_stats=behaviour`` also the skip
   flags and critic values (``policy.skip`` / ``policy.value``), which the update then uses.
 * :class:`MultiAgentPPO` -- tianshou's ``PPO`` with three of its private steps replaced
@@ -21,6 +22,7 @@ lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -51,6 +53,10 @@ from ..loss import STAT_NAMES, masked_mean, mappo_loss, normalise_advantages
 from ..precision import FLOAT32, autocast, check_precision
 from ..return_scale import ReturnScale
 from ..shards import run_sharded
+
+
+#: updates the end-of-run critic health averages over (:meth:`MultiAgentPPO.critic_health`)
+CRITIC_WINDOW = 8
 
 
 class MAPPOBatchProtocol(LogpOldProtocol, Protocol):
@@ -105,6 +111,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         observation_space: Any = None,
         deterministic_eval: bool = True,
         precision: str = FLOAT32,
+        argmax_allocation_eval: bool = False,
     ) -> None:
         super().__init__(
             actor=ActorAdapter(net),
@@ -116,6 +123,8 @@ class JointActorPolicy(ProbabilisticActorPolicy):
             action_bound_method=None,
         )
         self.episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
+        #: outside training steps, sample the slots but take the most likely allocations (``sample-slot``)
+        self.argmax_allocation_eval = argmax_allocation_eval
         #: precision of the network passes when collecting (``train.precision``); evaluation
         #: outside training steps always runs float32
         self.precision = check_precision(precision)
@@ -157,7 +166,8 @@ class JointActorPolicy(ProbabilisticActorPolicy):
             obs = obs_to_torch(batch.obs, device)
             store = self.store_behaviour and not evaluating
             generator = self.eval_generators(batch.info) if evaluating else None
-            out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store)
+            out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store,
+                               argmax_allocation=evaluating and self.argmax_allocation_eval)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
             stored.skip = out.skip.cpu().numpy()
@@ -263,6 +273,9 @@ class MultiAgentPPO(PPO):
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self.batch_stats: dict[str, float] = {}  # this update's statistics measured before its first step
+        #: the critic's health over the last :data:`CRITIC_WINDOW` updates: (explained variance,
+        #: return scale, return sd) each (``result.json``'s ``critic``, :meth:`critic_health`)
+        self.critic_history: deque[tuple[float, float, float]] = deque(maxlen=CRITIC_WINDOW)
         self._mismatch_pending = False  # logp_mismatch still to measure on the first minibatch
         #: precision of the network passes of the update (``train.precision``, agents/training/precision.py)
         self.precision = check_precision(precision)
@@ -282,6 +295,14 @@ class MultiAgentPPO(PPO):
     @property
     def device(self) -> torch.device:
         return module_device(self.net)
+
+    def critic_health(self) -> dict[str, float] | None:
+        """Means over the last updates (:attr:`critic_history`) of the explained variance of the
+        returns by the critic's values, the return scale and the returns' sd; None before any update."""
+        if not self.critic_history:
+            return None
+        ev, scale, sd = (float(np.mean(column)) for column in zip(*self.critic_history))
+        return {"explained_variance": ev, "return_scale": scale, "return_std": sd, "updates": len(self.critic_history)}
 
     # ------------------------------------------------------------------ network calls
     def evaluate(self, obs: dict[str, torch.Tensor], act: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -482,6 +503,8 @@ class MultiAgentPPO(PPO):
         self.update_count += 1
         means = torch.stack(rows).double().mean(0).tolist() if rows else [0.0] * 7
         loss_m, policy_m, value_m, ent_m, kl_m, clip_m, grad_m = (float(v) for v in means)
+        self.critic_history.append((self.batch_stats.get("explained_variance", 0.0),
+                                    self.batch_stats.get("return_scale", 1.0), self.batch_stats.get("return_std", 0.0)))
         return MAPPOTrainingStats(
             loss=loss_m,
             policy_loss=policy_m,

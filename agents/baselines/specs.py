@@ -2,7 +2,9 @@
 
 A scheduler is named by its registry name, optionally followed by constructor options after a
 colon: ``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False,
-"oracle": True})`` (values parsed as YAML, like every ``key=value`` override). A list of
+"oracle": True})`` (values parsed as YAML, like every ``key=value`` override, then typed by the
+baseline's constructor: :func:`agents.baselines.typed_options`; a boolean takes true/false/1/0 only,
+so ``preemptive=maybe`` or ``preemptive=yes`` is refused, never read as true). A list of
 schedulers is comma-separated (``min,optimus:oracle=true,random``); a comma-separated item of
 the form ``key=value`` without a colon continues the options of the scheduler before it, so
 ``optimus:preemptive=false,oracle=true,random`` is two schedulers.
@@ -16,7 +18,7 @@ from envs.config import ConfigError, parse_override
 
 
 #: option variants that ``--schedulers all`` runs beside every baseline's defaults: the quality
-#: target's best non-oracle baseline is taken over Optimus both preemptive and not (issue 11); on
+#: target's best non-oracle baseline is taken over Optimus both preemptive and not; on
 #: the test-bed scenarios the non-preemptive one is the stronger (testbed-3 7.34 vs 9.39)
 ALL_VARIANTS: tuple[str, ...] = ("optimus:preemptive=false",)
 
@@ -36,18 +38,24 @@ def is_scheduler_spec(token: str) -> bool:
 
 
 def parse_scheduler_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False, "oracle": True})``."""
+    """``optimus:preemptive=false,oracle=true`` -> ``("optimus", {"preemptive": False, "oracle": True})``;
+    a baseline's options are typed (:func:`agents.baselines.typed_options`: ConfigError on a bad one)."""
+    from agents.baselines import REGISTRY, accepts, option_types, typed_options
+
     name, _, rest = spec.strip().partition(":")
+    name = name.strip()
+    hints = option_types(name) if name in REGISTRY else {}
     options: dict[str, Any] = {}
     for item in filter(None, (x.strip() for x in rest.split(","))):
         try:
             key, value = parse_override(item)
         except ConfigError:
             raise ConfigError(f"scheduler {spec!r}: option {item!r} is not of the form key=value") from None
-        options[key] = value
+        # a boolean is read from its text: YAML would also take yes/no/on/off
+        options[key] = item.split("=", 1)[1].strip() if accepts(hints.get(key), bool) else value
     if ":" in spec and not options:
         raise ConfigError(f"scheduler {spec!r}: no options after ':' (expected e.g. optimus:oracle=true)")
-    return name.strip(), options
+    return name, typed_options(name, options) if name in REGISTRY else options
 
 
 def split_scheduler_list(text: str) -> list[str]:
