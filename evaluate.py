@@ -31,7 +31,7 @@ from typing import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import DEFAULT_SEED_OFFSET, default_workers
-    from agents.policy.conflict import CONFLICT_MODES
+    from agents.policy.modes import CONFLICT_MODES
     from agents.baselines.online_floor import START_FLOORS
     from agents.policy.variants import VARIANT_NAMES
     from agents.policy.modes import EVAL_ACTIONS
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "each checkpoint's policy.conflicts)")
     p.add_argument("--policy-floor", default=None, choices=START_FLOORS,
                    help="where checkpoints' start floor (the scenario's max_start_slowdown) comes from: the "
-                        "offer the env builds from the true durations (scenario, default: an oracle-informed "
+                        "true durations, as the env builds it (scenario, default: an oracle-informed "
                         "policy) or durations the scheduler estimates in the episode from observed progress "
                         "(online: not an oracle)")
     p.add_argument("--policy-batch", type=int, default=None, metavar="K",
@@ -196,8 +196,10 @@ def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute the parsed command; raises ConfigError on bad input."""
-    from agents.evaluation import evaluate_scenario, format_table, resolve_schedulers
+    from agents.evaluation import evaluate_scenario
     from agents.evaluation.outputs import RESULTS_DIR, StagedOutput, evaluation_name, output_bytes
+    from agents.evaluation.runner import resolve_schedulers
+    from agents.evaluation.summary import format_table
     from envs.config import ConfigError, load_scenario
 
     check_counts(args)
@@ -267,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command = "python evaluate.py " + shlex.join(argv)
     from agents.output_dirs import EXIT_IO_ERROR
     from envs.config import ConfigError
-    from envs.trace_fit import TraceError
+    from envs.trace_table import TraceError
 
     try:
         return run(args)

@@ -127,12 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from agents.output_dirs import EXIT_IO_ERROR
     from envs.config import ConfigError
-    from envs.trace_fit import TraceError
+    from envs.trace_table import TraceError
 
     signals: _Signals | None = None  # installed once the run is about to start
     started: list[tuple] = []  # (run directory, new) once run_training has taken it
     try:
-        from agents.training import TrainingInterrupted, WorkerDied, check_environment, prepare_run, run_training
+        from agents.training.loop import TrainingInterrupted, run_training
+        from agents.training.prepare import check_environment, prepare_run
+        from agents.training.vector_env import WorkerDied
 
         # torch-geometric 2.8 warns about torch.jit.script on import (harmless); set after
         # importing tianshou, whose import puts its own DeprecationWarning filter first
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flags, overrides = quick_arguments(args.config, flags, overrides)
         spec = prepare_run(args.config, overrides, flags=flags, variant=args.variant, resume=args.resume)
         if args.print_config:
-            from agents.training import config_yaml
+            from agents.training.prepare import config_yaml
 
             print(config_yaml(spec), end="")
             return 0

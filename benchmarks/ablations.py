@@ -77,7 +77,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
     from agents.evaluation.ablations import ABLATIONS, FLOOR_FACTOR, policy_name, run_dir
     from agents.evaluation.runner import EvaluationRun, SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
     from agents.training.checkpoints import BEST
-    from envs.config import from_dict, to_dict
+    from envs.config import ScenarioConfig
 
     cfg = spec.scenario.for_evaluation()
     groups: dict[str | None, list[SchedulerSpec]] = {}
@@ -91,7 +91,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
                 action=info["action"], conflicts=info["conflicts"], start_floor=floor or SchedulerSpec.start_floor))
     baselines = resolve_schedulers("all", (), cfg)
     run = run_evaluation(cfg, baselines + groups.pop(None, []), heldout, workers=workers, progress=False)
-    floored = from_dict({**to_dict(cfg), "max_start_slowdown": FLOOR_FACTOR})
+    floored = ScenarioConfig.from_dict({**cfg.to_dict(), "max_start_slowdown": FLOOR_FACTOR})
     for floor, specs in groups.items():
         rivals = resolve_schedulers(",".join(f"{b}{',' if ':' in b else ':'}{FLOOR_OPTION}={floor}"
                                              for b in FLOORED_BASELINES), (), floored)
@@ -108,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
         ABLATIONS, markdown, plot_variants, run_dir, summarise, variant_rows, write_csv,
     )
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
-    from agents.evaluation.results import VALIDATION_BASELINES, report_seeds, steps_to_beat, validation_rival
+    from agents.evaluation.results import report_seeds, steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.evaluation.summary import scheduler_stats
     from agents.json_files import write_json
-    from agents.training import prepare_run
-    from agents.training.prepare import resolved_config
     from agents.training.checkpoints import RESULT_FILE
+    from agents.training.prepare import prepare_run, resolved_config
+    from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
     if args.seeds < 1:

@@ -7,7 +7,7 @@ A scheduler may carry constructor options: ``optimus:preemptive=false,oracle=tru
 (values parsed as YAML, the syntax of ``evaluate.py --schedulers``:
 :mod:`agents.baselines.specs`); the table labels it by that spec.
 
-The episodes run through the evaluation runner (:func:`agents.evaluation.run_evaluation`, the
+The episodes run through the evaluation runner (:func:`agents.evaluation.runner.run_evaluation`, the
 one ``evaluate.py`` uses): per scenario, every scheduler on every seed in ``--workers``
 processes, on the scenario's evaluation variant (:meth:`ScenarioConfig.for_evaluation`;
 ``--train`` keeps the training variant). Seeds are ``0..K-1``, so every scheduler sees the
@@ -42,11 +42,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from agents.evaluation import SchedulerSpec, resolve_schedulers, run_evaluation  # noqa: E402
-from agents.evaluation.runner import bound_durations  # noqa: E402
 from agents.baselines.specs import all_schedulers  # noqa: E402
 from agents.baselines.specs import is_scheduler_spec as is_spec  # noqa: E402
-from agents.baselines.specs import parse_scheduler_spec as parse_spec  # noqa: E402,F401 (shared syntax, tested)
+from agents.evaluation.runner import SchedulerSpec, bound_durations, resolve_schedulers, run_evaluation  # noqa: E402
 from agents.evaluation.summary import mean_halfwidth  # noqa: E402
 from agents.json_files import json_safe  # noqa: E402
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario  # noqa: E402

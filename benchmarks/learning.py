@@ -1,7 +1,7 @@
 """Learning benchmark: train PPO for a fixed CPU budget, then compare with the baselines.
 
-Trains ``train.py``'s pipeline (same code path: :func:`agents.training.prepare_run` and
-:func:`agents.training.run_training`) for ``--steps`` env steps on CPU with ``--envs``
+Trains ``train.py``'s pipeline (same code path: :func:`agents.training.prepare.prepare_run` and
+:func:`agents.training.loop.run_training`) for ``--steps`` env steps on CPU with ``--envs``
 environments (``--vector``, any of ``train.py``'s kinds, default ``subproc``). The default scenario is *sjf-small*:
 ``sjf-3`` (the paper's SJF toy, 1-step and 10-step tasks, minimum (3, 3), multi-task mode)
 shrunk to clusters of (6, 6) with a per-task maximum of (6, 6), arrival rate 1 and 96 tasks,
@@ -14,7 +14,7 @@ hidden size 64, collection batches of 1,024 env steps and a validation every 4,0
 seeds 10_000+) and the last one with the deterministic policy on held-out workload seeds
 ``100_000 + k``, against ``random``, ``min`` and ``optimus`` (skipped with a message if
 unavailable) on the same seeds, through the evaluation runner of ``evaluate.py``
-(:func:`agents.evaluation.run_evaluation`; in-process, or in ``--workers`` processes: the numbers
+(:func:`agents.evaluation.runner.run_evaluation`; in-process, or in ``--workers`` processes: the numbers
 do not depend on the worker count). Usage::
 
     python benchmarks/learning.py [--config sjf-3] [--full] [--steps 50000] [--envs 2]
@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluation import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
+from agents.evaluation.runner import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
 from agents.evaluation.summary import mean_halfwidth, paired_from_means
 from agents.training.config import VECTOR_KINDS
 
@@ -62,7 +62,7 @@ TEST_SEED = 100_000
 
 
 def evaluate(cfg: Any, specs: list[SchedulerSpec], seeds: list[int], workers: int = 1) -> dict[str, dict[str, Any]]:
-    """Mean JCT of every scheduler on the same seeds (:func:`agents.evaluation.run_evaluation`)."""
+    """Mean JCT of every scheduler on the same seeds (:func:`agents.evaluation.runner.run_evaluation`)."""
     run = run_evaluation(cfg, specs, seeds, workers=workers, device="cpu", progress=False)
     out = {}
     for name, results in run.results.items():
@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from agents.baselines import available_schedulers
-    from agents.training import BEST, LAST, prepare_run, run_training
+    from agents.training.checkpoints import BEST, LAST
+    from agents.training.loop import run_training
+    from agents.training.prepare import prepare_run
     from envs.config import ConfigError
 
     torch.set_num_threads(1)

@@ -17,12 +17,12 @@ against the machine's matmul peak, that says whether a key is bound by arithmeti
         [--precision float32|bfloat16] [--shards K] [policy.<field>=<value> ...]
 
 ``--encoder`` picks the HAN implementation (``auto``, the default, ``dense`` or the
-torch-geometric reference ``pyg``; see ``agents.policy.PolicyConfig``), so comparisons are one
+torch-geometric reference ``pyg``; see ``agents.policy.config.PolicyConfig``), so comparisons are one
 command each. ``--faithful`` measures the paper-size
 model (``PolicyConfig.paper()``: plain 6-layer HAN, hidden 256, with shared actors so the same
 weights serve every N). ``--big-threads`` sets the torch threads of the large-batch keys
 (default: ``--threads``). ``--compile MODE`` runs the policy with
-:meth:`~agents.policy.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
+:meth:`~agents.policy.network.TapFingerPolicy.compile_passes` (``torch.compile``; ``reduce-overhead``
 adds CUDA-graph replay on a GPU); the warm-up calls absorb the compilation. ``--precision
 bfloat16`` runs every call under bfloat16 autocast (``train.precision``, :mod:`agents.training.precision`).
 ``--shards K`` runs the forward + backward keys on K row shards in parallel threads, one intra-op
@@ -47,10 +47,10 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from agents.policy import ENCODERS, POLICY_VARIANTS, PolicyConfig, TapFingerPolicy, obs_to_torch
-from agents.policy.conflict import CONFLICT_MODES
-from agents.training import policy_config_from
-from agents.policy.modes import COMPILE_MODES
+from agents.policy.config import ENCODERS, POLICY_VARIANTS, PolicyConfig
+from agents.policy.modes import COMPILE_MODES, CONFLICT_MODES
+from agents.policy.network import TapFingerPolicy
+from agents.policy.observations import obs_to_torch
 from agents.training.config import split_overrides
 from agents.training.precision import FLOAT32, PRECISIONS, autocast
 from agents.training.shards import run_sharded
@@ -209,12 +209,12 @@ def bench_device(
 
 def policy_with_overrides(base: PolicyConfig, overrides: list[str]) -> PolicyConfig:
     """``base`` with ``policy.<field>=<value>`` overrides applied as train.py applies them
-    (:func:`~agents.training.policy_config_from`); any other key raises :class:`~envs.config.ConfigError`."""
+    (:meth:`~envs.config_section.ConfigSection.from_dict`); any other key raises :class:`~envs.config.ConfigError`."""
     split = split_overrides(overrides)
     others = [*split.scenario, *(f"train.{k}" for k in split.train)]
     if others:
         raise ConfigError(f"only policy.<field>=<value> overrides apply here (the scenarios are fixed), got {others}")
-    return policy_config_from(base.to_dict(), split.policy)
+    return PolicyConfig.from_dict(base.to_dict(), split.policy)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
     from agents.evaluation.diagnosis import NO_LOSS_CONFLICTS, conflict_counterfactual, diagnose
     from agents.evaluation.results import (
-        VALIDATION_BASELINES,
         RecipeResults,
         baseline_table,
         evaluate_seeds,
@@ -111,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
-    from agents.training import prepare_run
     from agents.training.checkpoints import BEST, RESULT_FILE
+    from agents.training.prepare import prepare_run
+    from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
     out = Path(args.out)

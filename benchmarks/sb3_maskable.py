@@ -10,7 +10,7 @@ It then plays the deterministic (argmax over the masked choices) policy on the h
 ``500_000 + k`` of ``benchmarks/reproduce.py`` (:data:`agents.evaluation.runner.REPORT_SEED_OFFSET`)
 beside ``random`` (a uniformly random valid task and allocation), ``optimus`` and, when
 ``--checkpoint`` fits the scenario, the project's TapFinger checkpoint, all through
-:func:`agents.evaluation.run_evaluation` on the same seeds. Writes ``<out>/<scenario>.md`` and
+:func:`agents.evaluation.runner.run_evaluation` on the same seeds. Writes ``<out>/<scenario>.md`` and
 ``.json`` (mean JCT per scheduler over the seeds with a 95% half-width, paired per-seed
 differences, the budget and the wall times). A reference point, not a target. Usage::
 
@@ -118,7 +118,7 @@ def play(model: Any, cfg: Any, seeds: list[int]) -> list[dict[str, Any]]:
 
 def baseline_specs(cfg: Any, checkpoint: Path | None) -> tuple[list[Any], str | None]:
     """Specs of the baselines and (if it fits ``cfg``) the checkpoint; the reason it was skipped."""
-    from agents.evaluation import resolve_schedulers
+    from agents.evaluation.runner import resolve_schedulers
     from envs.config import ConfigError
 
     if checkpoint is not None:
@@ -165,8 +165,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Note: {report['note']}"]
     lines += ["", ("`random`: a uniformly random valid task and allocation per cluster (`agents.baselines`); "
                    "`optimus`: the Optimus baseline; `tapfinger`: the project's shipped checkpoint "
-                   f"(`agents.evaluation.run_evaluation`). MaskablePPO episodes are capped at {MAX_EPISODE_STEPS:,} "
-                   "joint steps (a capped episode's mean JCT counts its unfinished tasks at their time in system, "
+                   "(`agents.evaluation.runner.run_evaluation`). MaskablePPO episodes are capped at "
+                   f"{MAX_EPISODE_STEPS:,} joint steps (a capped episode's mean JCT counts its unfinished tasks at "
+                   "their time in system, "
                    "`envs/metrics.py`); the others run to the scenario's `max_steps`."), ""]
     return "\n".join(lines)
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     import stable_baselines3
     import torch
 
-    from agents.evaluation import run_evaluation
+    from agents.evaluation.runner import run_evaluation
     from agents.evaluation.runner import REPORT_SEED_OFFSET
     from agents.evaluation.summary import paired_from_means
     from envs.gym_env import resolve_scenario

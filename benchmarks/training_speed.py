@@ -1,6 +1,6 @@
 """End-to-end training throughput: what ``train.py`` does per collection + PPO update.
 
-Builds the run exactly as ``train.py`` would (``agents.training.prepare_run``, the chosen
+Builds the run exactly as ``train.py`` would (``agents.training.prepare.prepare_run``, the chosen
 vector env, the policy, tianshou's collector and buffer, :class:`~agents.training.tianshou_glue.algorithm.MultiAgentPPO`),
 then times ``--iterations`` rounds of *collect ``collect_steps`` env steps, then one PPO update*
 after one untimed warm-up round. No evaluation, no checkpoints, no TensorBoard. Usage::
@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 
-#: overrides that set the whole process (agents.training.configure_process): the runs of one
+#: overrides that set the whole process (agents.training.prepare.configure_process): the runs of one
 #: process cannot differ in them
 PROCESS_WIDE_KEYS = ("train.malloc", "train.torch_threads")
 
@@ -47,9 +47,9 @@ class _Run:
     """One variant: its envs, algorithm and collector, and the time its timed rounds took."""
 
     def __init__(self, args: argparse.Namespace, overrides: list[str]) -> None:
-        from agents.training import (
-            build_algorithm, check_environment, configure_process, make_collectors, prepare_run, training_envs,
-        )
+        from agents.training.envs import training_envs
+        from agents.training.loop import build_algorithm, make_collectors
+        from agents.training.prepare import check_environment, configure_process, prepare_run
 
         collect = max(2048, 16 * args.envs)
         defaults = [f"train.collect_steps={collect}", "train.repeat=2", "train.batch_size=256", "train.eval_episodes=1"]

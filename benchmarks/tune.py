@@ -63,18 +63,18 @@ def command_text(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agents.evaluation.ablations import plot_variants, policy_name
+    from agents.evaluation.ablations import RECIPE, plot_variants, policy_name
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
-    from agents.evaluation.results import VALIDATION_BASELINES, steps_to_beat, validation_rival
+    from agents.evaluation.results import steps_to_beat, validation_rival
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        RECIPE, VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise,
-        write_csv,
+        VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise, write_csv,
     )
-    from agents.training import prepare_run
     from agents.training.checkpoints import BEST, RESULT_FILE
+    from agents.training.prepare import prepare_run
+    from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
     for name, low in (("seeds", 1), ("first_seed", 0)):

@@ -15,7 +15,7 @@ which ``F="tuned"`` reads. Existing entries of other scenarios are kept. Prints 
 writes the tuned table and is the one mode that may use evaluation seeds. Scheduler options
 follow a colon, as in ``evaluate.py --schedulers`` (``pd-maxsche:F=paper,cpu_policy=min``).
 
-The episodes run through the evaluation runner (:func:`agents.evaluation.run_evaluation`):
+The episodes run through the evaluation runner (:func:`agents.evaluation.runner.run_evaluation`):
 per scenario, every (scheduler, ``F``) on every seed in ``--workers`` processes.
 Exit codes: 0 success, 2 bad input.
 """
@@ -33,8 +33,8 @@ import numpy as np
 
 from agents.baselines import make_scheduler
 from agents.baselines.primal_dual import TUNED_PATH
-from agents.evaluation import SchedulerSpec, run_evaluation
 from agents.baselines.specs import parse_scheduler_spec
+from agents.evaluation.runner import SchedulerSpec, run_evaluation
 from envs.config import ConfigError, available_scenarios, load_scenario
 
 SCHEDULERS = ("pd-maxweight", "pd-maxsche")
@@ -71,7 +71,7 @@ def run_grid(
 ) -> list[tuple]:
     """Every (scheduler, options) entry on every scenario and seed, through the evaluation runner.
 
-    One :func:`agents.evaluation.run_evaluation` call per scenario runs all entries on all seeds
+    One :func:`agents.evaluation.runner.run_evaluation` call per scenario runs all entries on all seeds
     in ``workers`` processes. Returns one row per episode:
     ``(scheduler, options as sorted JSON, scenario, seed, score, decision_ms, invalid, truncated)``.
     """

@@ -41,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-    from agents.policy import obs_to_torch
-    from agents.training import build_algorithm, make_collectors, prepare_run, training_envs
+    from agents.policy.observations import obs_to_torch
+    from agents.training.envs import training_envs
+    from agents.training.loop import build_algorithm, make_collectors
+    from agents.training.prepare import prepare_run
 
     torch.set_num_threads(args.threads)
     flags = {"envs": args.envs, "device": "cpu", "vector": "batch", "progress": False, "logdir": os.devnull}

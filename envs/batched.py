@@ -495,7 +495,7 @@ class BatchedEdgeClusters:
         xt[:K, :, col.types] = tab.type_onehot[:K, None, :]
         xt[:K, :, col.reach] = (np.arange(N + 1) / N)[None, :]
         xt[K, :, col.dummy] = 1.0
-        self._gate = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1): the offer
+        self._gate = start_gate(cfg, self.progress_step.functions)  # (N, C1, G1, K + 1): feasible by alloc_high
         self._xtable2 = xt.reshape((K + 1) * (N + 1), spec.Fp)
         # static running row by type: the type one-hot (row K: an empty slot, zeros)
         self._rtable = np.zeros((K + 1, spec.Fr), dtype=np.float32)

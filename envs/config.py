@@ -6,8 +6,8 @@ fields, values are parsed as YAML). Unknown keys and invalid values raise
 
 The scenario is a config section like ``policy`` and ``train`` (:mod:`envs.config_section`):
 :class:`ScenarioConfig`, :class:`Connectivity`, :class:`TraceSource` and :class:`TaskType`
-declare their fields, defaults and ``CHECKS`` next to the dataclass; :func:`from_dict` adds the
-structure a flat check cannot express (capacities broadcast to every cluster, the task-type
+declare their fields, defaults and ``CHECKS`` next to the dataclass; :meth:`ScenarioConfig.from_dict`
+adds the structure a flat check cannot express (capacities broadcast to every cluster, the task-type
 list, progress specs, probabilities summing to 1, every type fitting some cluster).
 """
 
@@ -119,9 +119,10 @@ class ScenarioConfig(ConfigSection):
     progress_noise: float = 0.0  # uniform noise on every step's progress, from its own RNG stream
     reward: str = "team"  # team: -(tasks alive) per real step; per_cluster: the paper's per-agent reward
     max_steps: int = 20000  # real-step cap: the episode is truncated there
-    #: agents' action mask only (observation ``feasible``): a pending task is offered to a
-    #: cluster's agent only if, given all the cluster's free resources (up to ``per_task_max``),
-    #: it would finish within this many times its fastest duration there; 0 = no limit (paper)
+    #: the start floor's factor (envs/durations.py), which shapes only the agents' action mask
+    #: (observation ``feasible``): a pending task is feasible for a cluster's agent only if, given all
+    #: the cluster's free resources (up to ``per_task_max``), it would finish within this many times
+    #: its fastest duration there; 0 = no start floor (paper)
     max_start_slowdown: float = 0.0
     eval_overrides: Mapping[str, Any] = field(default_factory=dict)  # scenario keys of the evaluation variant
 
@@ -164,27 +165,90 @@ class ScenarioConfig(ConfigSection):
         """The scenario with its ``eval_overrides`` applied (test-bed: larger clusters, lower λ)."""
         if not self.eval_overrides:
             return self
-        raw = to_dict(self)
+        raw = self.to_dict()
         raw.pop("eval_overrides")
         for key, value in self.eval_overrides.items():
             _set_dotted(raw, key, value)
         raw["eval_overrides"] = {}
-        return from_dict(raw)
+        return self.from_dict(raw)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(to_dict(self), sort_keys=False)
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *more: Mapping[str, Any]) -> "ScenarioConfig":
-        """:func:`from_dict` of ``raw`` updated with every mapping of ``more`` (top-level keys)."""
+        """Validate ``raw`` updated with every mapping of ``more`` (top-level keys) and build the config.
+
+        The fields are typed and checked as the class declares them (defaults from the dataclass);
+        then the structure: capacities (one entry broadcast to every cluster), the sub-sections,
+        the task types (each checked as :class:`TaskType` declares, probabilities summing to 1,
+        unique names, each that can arrive fitting some cluster) and ``eval_overrides`` (whose
+        evaluation variant is validated too).
+        """
         merged = dict(raw)
         for layer in more:
             merged.update(layer)
-        return from_dict(merged)
+        section = cls.SECTION
+        values = cls.typed(copy.deepcopy(merged))
+        cls.check_values(values)
+
+        n = values["num_clusters"]
+        caps = values["capacities"]
+        if not caps:
+            raise ConfigError(f"{section}.capacities must be a non-empty list of [cpu, gpu] pairs, got []")
+        if len(caps) == 1:
+            caps = caps * n
+        if len(caps) != n:
+            raise ConfigError(f"{section}.capacities has {len(caps)} entries but num_clusters is {n} (give 1 or {n})")
+        values["capacities"] = caps
+        if "connectivity" in values:
+            values["connectivity"] = Connectivity.from_dict(values["connectivity"])
+        if "trace" in values:
+            values["trace"] = TraceSource.from_dict(values["trace"])
+
+        types_raw = values["task_types"]
+        if not isinstance(types_raw, (list, tuple)) or not types_raw:
+            raise ConfigError(f"{section}.task_types must be a non-empty list, got {types_raw!r}")
+        types = tuple(_task_type(f"{section}.task_types[{k}]", t) for k, t in enumerate(types_raw))
+        total = sum(t.prob for t in types)
+        if abs(total - 1.0) > 1e-6:
+            raise ConfigError(f"{section}.task_types probabilities must sum to 1, got {total:.6g}")
+        if len({t.name for t in types}) != len(types):
+            raise ConfigError(f"{section}.task_types names must be unique, got {[t.name for t in types]}")
+        per_task_max = values["per_task_max"]
+        for k, t in enumerate(types):
+            fits = [cap for cap in caps if all(t.min_req[r] <= min(cap[r], per_task_max[r]) for r in range(2))]
+            if t.prob > 0 and not fits:
+                raise ConfigError(
+                    f"{section}.task_types[{k}]: task type {t.name!r} with min_req {list(t.min_req)} fits no "
+                    f"cluster (capacities {[list(c) for c in caps]}, per_task_max {list(per_task_max)})"
+                )
+        values["task_types"] = types
+
+        if "eval_overrides" in values:
+            if not isinstance(values["eval_overrides"], Mapping):
+                raise ConfigError(f"{section}.eval_overrides must be a mapping of dotted keys to values, "
+                                  f"got {values['eval_overrides']!r}")
+            values["eval_overrides"] = dict(values["eval_overrides"])
+
+        cfg = cls(**values)
+        if cfg.eval_overrides:
+            cfg.for_evaluation()  # validate the evaluation variant eagerly
+        return cfg
 
     def to_dict(self) -> dict[str, Any]:
-        """:func:`to_dict`: a plain, YAML-serialisable dict."""
-        return to_dict(self)
+        """A plain, YAML-serialisable dict of the config (tuples become lists)."""
+
+        def plain(v: Any) -> Any:
+            if dataclasses.is_dataclass(v):
+                return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+            if isinstance(v, (list, tuple)):
+                return [plain(x) for x in v]
+            if isinstance(v, Mapping):
+                return {k: plain(x) for k, x in v.items()}
+            return v
+
+        return plain(self)
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,7 +326,7 @@ def load_scenario(name_or_path: str | Path, overrides: Iterable[str] | Mapping[s
     """Load a scenario by name (``synthetic-3``) or YAML path (its recipe sections set aside), then apply overrides."""
     _, raw, _ = split_scenario_yaml(name_or_path)
     apply_overrides(raw, overrides)
-    return from_dict(raw)
+    return ScenarioConfig.from_dict(raw)
 
 
 def read_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict]:
@@ -343,21 +407,6 @@ def _set_dotted(raw: dict, key: str, value: Any) -> None:
         node[last] = value
 
 
-def to_dict(cfg: ScenarioConfig) -> dict:
-    """A plain, YAML-serialisable dict of a config (tuples become lists)."""
-
-    def plain(v: Any) -> Any:
-        if dataclasses.is_dataclass(v):
-            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        if isinstance(v, Mapping):
-            return {k: plain(x) for k, x in v.items()}
-        return v
-
-    return plain(cfg)
-
-
 # ---------------------------------------------------------------------------------------
 # Validation: the declared sections, then the structure a flat check cannot express
 # ---------------------------------------------------------------------------------------
@@ -390,61 +439,3 @@ def _task_type(section: str, raw: Any) -> TaskType:
         values["progress"] = _progress_spec(f"{section}.progress", values["progress"])
     TaskType.check_values(values, section)
     return TaskType(**values)
-
-
-def from_dict(raw: Mapping[str, Any]) -> ScenarioConfig:
-    """Validate a raw mapping and build a :class:`ScenarioConfig`.
-
-    The fields are typed and checked as :class:`ScenarioConfig` declares them (defaults from the
-    dataclass); then the structure: capacities (one entry broadcast to every cluster), the
-    sub-sections, the task types (each checked as :class:`TaskType` declares, probabilities
-    summing to 1, unique names, each that can arrive fitting some cluster) and ``eval_overrides``
-    (whose evaluation variant is validated too).
-    """
-    section = ScenarioConfig.SECTION
-    values = ScenarioConfig.typed(copy.deepcopy(dict(raw)))
-    ScenarioConfig.check_values(values)
-
-    n = values["num_clusters"]
-    caps = values["capacities"]
-    if not caps:
-        raise ConfigError(f"{section}.capacities must be a non-empty list of [cpu, gpu] pairs, got []")
-    if len(caps) == 1:
-        caps = caps * n
-    if len(caps) != n:
-        raise ConfigError(f"{section}.capacities has {len(caps)} entries but num_clusters is {n} (give 1 or {n})")
-    values["capacities"] = caps
-    if "connectivity" in values:
-        values["connectivity"] = Connectivity.from_dict(values["connectivity"])
-    if "trace" in values:
-        values["trace"] = TraceSource.from_dict(values["trace"])
-
-    types_raw = values["task_types"]
-    if not isinstance(types_raw, (list, tuple)) or not types_raw:
-        raise ConfigError(f"{section}.task_types must be a non-empty list, got {types_raw!r}")
-    types = tuple(_task_type(f"{section}.task_types[{k}]", t) for k, t in enumerate(types_raw))
-    total = sum(t.prob for t in types)
-    if abs(total - 1.0) > 1e-6:
-        raise ConfigError(f"{section}.task_types probabilities must sum to 1, got {total:.6g}")
-    if len({t.name for t in types}) != len(types):
-        raise ConfigError(f"{section}.task_types names must be unique, got {[t.name for t in types]}")
-    per_task_max = values["per_task_max"]
-    for k, t in enumerate(types):
-        fits = [cap for cap in caps if all(t.min_req[r] <= min(cap[r], per_task_max[r]) for r in range(2))]
-        if t.prob > 0 and not fits:
-            raise ConfigError(
-                f"{section}.task_types[{k}]: task type {t.name!r} with min_req {list(t.min_req)} fits no "
-                f"cluster (capacities {[list(c) for c in caps]}, per_task_max {list(per_task_max)})"
-            )
-    values["task_types"] = types
-
-    if "eval_overrides" in values:
-        if not isinstance(values["eval_overrides"], Mapping):
-            raise ConfigError(f"{section}.eval_overrides must be a mapping of dotted keys to values, "
-                              f"got {values['eval_overrides']!r}")
-        values["eval_overrides"] = dict(values["eval_overrides"])
-
-    cfg = ScenarioConfig(**values)
-    if cfg.eval_overrides:
-        cfg.for_evaluation()  # validate the evaluation variant eagerly
-    return cfg

@@ -9,6 +9,16 @@ a switch), and it is done once its progress reaches :data:`~envs.progress.DONE_T
 A gain of 0 (or NaN) means the task never finishes: the gain depends only on the progress,
 which then stays put. :func:`forward` takes allocations as given; :class:`DurationTable` also
 applies the simulator's gate (below the type's minimum requirement nothing is gained).
+
+**The start floor** (an option beyond the paper, off by default) is defined here, by
+:func:`start_gate`. Its factor is the scenario's ``max_start_slowdown = f``: with ``f > 0`` a
+pending task is held back from a cluster's agent unless, started there at ``alloc_high`` (the
+cluster's free resources, up to ``per_task_max``), it would finish within ``f`` times its fastest
+duration on that cluster (noise-free, from progress 0). What it offers an agent is the
+observation's ``feasible`` mask: it changes that mask only, never what the simulator accepts
+(:mod:`envs.joint_action`). ``f = 0`` is no start floor, the paper's ``feasible``. It reads the
+true durations; :mod:`agents.baselines.online_floor` applies the same factor to durations
+estimated in the episode, and :mod:`agents.baselines.start_floor` puts a baseline behind either.
 """
 
 from __future__ import annotations
@@ -266,14 +276,14 @@ def fastest_steps(cfg: ScenarioConfig, functions: Sequence[ProgressFunction] | N
 def start_gate(
     cfg: ScenarioConfig, functions: Sequence[ProgressFunction], factor: float | None = None
 ) -> np.ndarray:
-    """``gate[i, c, g, k]``: a pending type-``k`` task is offered to cluster ``i``'s agent (the
-    observation's ``feasible``) when ``alloc_high`` there is ``(c, g)``.
+    """``gate[i, c, g, k]``: a pending type-``k`` task is ``feasible`` for cluster ``i``'s agent
+    when ``alloc_high`` there is ``(c, g)``, under the start floor of factor ``factor`` (None: the
+    scenario's ``max_start_slowdown``; module doc).
 
-    It is offered when its minimum requirement fits ``(c, g)`` and, with a floor ``f > 0``
-    (``factor``; None: ``cfg.max_start_slowdown``), when started at ``(c, g)`` it would finish
-    within ``f`` times its fastest duration on cluster ``i`` (noise-free, from progress 0; a type that cannot
-    finish within the table's limit there is not held back). Shape ``(N, C1, G1, K + 1)``;
-    index ``K`` (an empty slot) is never offered.
+    It is feasible when its minimum requirement fits ``(c, g)`` and, with a factor ``f > 0``,
+    when started at ``(c, g)`` it would finish within ``f`` times its fastest duration on cluster
+    ``i`` (a type that cannot finish within the table's limit there is not held back). Shape
+    ``(N, C1, G1, K + 1)``; index ``K`` (an empty slot) is never feasible.
     """
     c1, g1 = cfg.alloc_dims
     K, N = cfg.num_types, cfg.num_clusters

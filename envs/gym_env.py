@@ -19,10 +19,10 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from .config import ConfigError, ScenarioConfig, apply_overrides, from_dict, load_scenario, to_dict
+from .config import ConfigError, ScenarioConfig, apply_overrides, load_scenario
 from .core import Simulator
 from .joint_action import StepReport, apply_joint_action, needs_advance
-from .metrics import episode_info, episode_metrics  # noqa: F401  (episode_metrics: re-exported, its old home)
+from .metrics import episode_info
 from .observation import KEYS, ObservationBuilder, ObservationSpec
 from .progress import build_progress_functions
 
@@ -36,7 +36,7 @@ def resolve_scenario(
     if isinstance(scenario, ScenarioConfig):
         cfg = scenario
         if overrides:
-            cfg = from_dict(apply_overrides(to_dict(cfg), overrides))
+            cfg = ScenarioConfig.from_dict(apply_overrides(cfg.to_dict(), overrides))
     elif isinstance(scenario, str):
         cfg = load_scenario(scenario, overrides)
     else:

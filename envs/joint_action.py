@@ -34,9 +34,9 @@ requests are also added to ``sim.conflicts`` / ``sim.invalid``.
   ``min(free, per_task_max)``, and in ``single`` mode a cluster that has not placed yet in
   this real step). An agent with nothing feasible that sends ``[0, 0, 0]`` is not counted.
 
-The scenario's ``max_start_slowdown`` shapes only the observation's ``feasible`` (what the agents
-are offered, :func:`envs.durations.start_gate`); these rules do not read it: a start of a task
-the offer held back is valid here, and a void while only held-back tasks fit counts as deliberate.
+The start floor (:mod:`envs.durations`, factor ``max_start_slowdown``) shapes only the
+observation's ``feasible``; these rules do not read it: a start of a task the start floor held
+back is valid here, and a void while only held-back tasks fit counts as deliberate.
 
 :func:`decode_joint_action` applies these rules without touching the simulator; both the
 Gymnasium env (:func:`apply_joint_action`) and the learned scheduler

@@ -258,9 +258,9 @@ class ObservationBuilder:
     (:class:`ObservationTables`) holds the spec's feature constants, ``columns``
     (:class:`FeatureColumns`) where each feature goes.
 
-    ``start_floor``: the factor of the offer's start floor (:func:`envs.durations.start_gate`);
-    None: the scenario's ``max_start_slowdown``; 0: the paper's offer whatever the scenario says
-    (an agent that applies a floor of its own, :mod:`agents.baselines.online_floor`).
+    ``start_floor``: the start floor's factor (:mod:`envs.durations`); None: the scenario's
+    ``max_start_slowdown``; 0: no start floor whatever the scenario says (an agent that applies
+    a start floor of its own, :mod:`agents.baselines.online_floor`).
     """
 
     def __init__(self, spec: ObservationSpec, start_floor: float | None = None) -> None:
@@ -299,7 +299,7 @@ class ObservationBuilder:
         mins = np.zeros((K + 1, 2), dtype=np.int64)
         mins[:K] = min_req
         self._type_min = mins  # (0, 0) for empty slots
-        # gate[i, c, g, k]: a type-k task is offered to cluster i under alloc_high (c, g)
+        # gate[i, c, g, k]: a type-k task is feasible for cluster i under alloc_high (c, g) (start_gate)
         if sim.cfg is not self._gate_key[0] or sim.functions is not self._gate_key[1]:
             self._gate = start_gate(sim.cfg, sim.functions, self.start_floor)
             self._gate_key = (sim.cfg, sim.functions)

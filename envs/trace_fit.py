@@ -21,7 +21,7 @@ import numpy as np
 from .durations import steps_to_finish
 from .progress_registry import TRACE_MODES
 from .trace_models import models_from_table
-from .trace_table import (  # noqa: F401  (TraceError: imported from here by train.py / evaluate.py)
+from .trace_table import (
     DEFAULT_OVERHEAD_SECONDS,
     DEFAULT_STEP_SECONDS,
     DEFAULT_TABLE,
@@ -29,7 +29,6 @@ from .trace_table import (  # noqa: F401  (TraceError: imported from here by tra
     TraceError,
     dumps_table,
     fit_file,
-    sha256_of,
 )
 
 

@@ -9,17 +9,6 @@
 * :mod:`networks.pointer`: transformer + additive-attention pointer for task selection.
 * :mod:`networks.heads`: per-agent layers, allocation head, centralised critic.
 * :mod:`networks.gemm`: linear layers whose row counts are bucketed under bfloat16 on CPU.
+
+Callers import each name from the module that owns it.
 """
-
-from .graph import EDGE_TYPES, METADATA, NODE_TYPES, EncoderOutput, HeteroBatch, build_hetero_batch
-from .dense_han import DenseGraphEncoder
-from .han import GraphEncoder, HANEncoder, PerGraphHANConv
-from .heads import AgentLinear, AllocationHead, CentralCritic, allocation_mask
-from .mlp_encoder import MLPEncoder
-from .pointer import PointerNet
-
-__all__ = [
-    "EDGE_TYPES", "METADATA", "NODE_TYPES", "EncoderOutput", "HeteroBatch", "build_hetero_batch",
-    "DenseGraphEncoder", "GraphEncoder", "HANEncoder", "PerGraphHANConv", "AgentLinear", "AllocationHead", "CentralCritic",
-    "allocation_mask", "MLPEncoder", "PointerNet",
-]

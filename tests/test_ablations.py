@@ -13,7 +13,7 @@ import pytest
 from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
 
 from agents.evaluation.ablations import ABLATIONS, RECIPE, run_dir
-from agents.training import prepare_run
+from agents.training.prepare import prepare_run
 from envs.config import available_scenarios
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,7 @@ import yaml
 from agents.evaluation.adoption import apply_adoption, plan_adoption
 from agents.evaluation.seed_runs import CONFIG_FILE, RESULT_FILE, SeedRun, recipe_differences
 from agents.evaluation.tuning import Candidate, parse_candidate
-from agents.training import prepare_run
-from agents.training.prepare import resolved_config
+from agents.training.prepare import prepare_run, resolved_config
 from agents.training.recipe_file import set_recipe_values
 from envs.config import ConfigError
 from test_recipes import TINY_SCENARIO  # tests/ is on sys.path (pytest rootdir insertion)

@@ -18,9 +18,10 @@ from test_core_properties import scenarios  # tests/ is on sys.path (pytest root
 
 from envs import BatchedEdgeClusters, BatchStep
 from envs.batched import EPISODE_INFO, STEP_INFO, random_valid_actions
-from envs.config import available_scenarios, from_dict, to_dict
-from envs.gym_env import EdgeClustersEnv, episode_metrics, resolve_scenario
+from envs.config import ScenarioConfig, available_scenarios
+from envs.gym_env import EdgeClustersEnv, resolve_scenario
 from envs.joint_action import ActionShapeError, random_valid_action
+from envs.metrics import episode_metrics
 from envs.observation import KEYS, ObservationSpec
 
 REL = 1e-12  # cpu_util / gpu_util are accumulated incrementally
@@ -205,11 +206,11 @@ def run_pair(cfg, num_envs: int, seeds: list[int], action_seed: int, steps: int,
 @st.composite
 def batched_configs(draw):
     cfg = draw(scenarios())
-    raw = to_dict(cfg)
+    raw = cfg.to_dict()
     raw["reward"] = draw(st.sampled_from(["team", "per_cluster"]))
     raw["max_steps"] = draw(st.sampled_from([3, 8, 30, 100_000]))
-    raw["max_start_slowdown"] = draw(st.sampled_from([0.0, 0.0, 1.0, 1.5, 3.0]))  # the offer gate, both builders
-    return from_dict(raw)
+    raw["max_start_slowdown"] = draw(st.sampled_from([0.0, 0.0, 1.0, 1.5, 3.0]))  # the start floor, both builders
+    return ScenarioConfig.from_dict(raw)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -287,7 +288,7 @@ def test_testbed_variants(name, over):
 @pytest.mark.parametrize("mode", ["single", "multi"])
 def test_run_slots_widen_beyond_m(mode):
     """Types with a zero minimum on one resource: a cluster runs more than M tasks."""
-    cfg = from_dict({
+    cfg = ScenarioConfig.from_dict({
         "name": "wide", "mode": mode, "num_clusters": 2, "capacities": [[2, 2], [3, 2]], "per_task_max": [2, 2],
         "arrival_rate": 20, "num_tasks": 40, "switch_overhead": 0.5, "progress_noise": 0.1,
         "task_types": [

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from agents.baselines import make_scheduler
-from agents.evaluation import resolve_schedulers, run_evaluation
-from agents.evaluation.runner import seed_groups
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.evaluation.runner import resolve_schedulers, run_evaluation, seed_groups
+from agents.policy.config import PolicyConfig
 from agents.policy.conflict import uniform
+from agents.policy.network import TapFingerPolicy
 from agents.policy.scheduler import TapFingerScheduler
 from envs.config import ConfigError, load_scenario
 from envs.observation import ObservationSpec

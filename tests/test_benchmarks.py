@@ -1,5 +1,5 @@
 """The benchmarks that run episodes (``baselines.py``, ``tune_pd.py``, ``learning.py``) run them
-through the evaluation runner (:func:`agents.evaluation.run_evaluation`), keep their JSON
+through the evaluation runner (:func:`agents.evaluation.runner.run_evaluation`), keep their JSON
 output keys, and give the same numbers as a direct :func:`envs.scheduling.run_episode` on the
 same seeds, whatever the number of worker processes."""
 
@@ -131,7 +131,7 @@ def test_learning_evaluation_runs_checkpoints_and_baselines_through_the_runner()
     checkpoint = ROOT / "checkpoints" / "synthetic-3.pt"
     if not checkpoint.is_file():
         pytest.skip("no shipped checkpoint")
-    from agents.evaluation import resolve_schedulers
+    from agents.evaluation.runner import resolve_schedulers
     from agents.policy.scheduler import TapFingerScheduler
 
     specs = [learning.policy_spec("tapfinger(best)", checkpoint, cfg), *resolve_schedulers("min")]
@@ -216,7 +216,7 @@ def test_training_speed_reports_rates(capsys):
     mod = bench("training_speed")
     assert mod.main(["--json", *SPEED_TINY]) == 0
     out = last_json(capsys.readouterr().out)
-    from agents.training import prepare_run
+    from agents.training.prepare import prepare_run
 
     recipe = prepare_run(out["scenario"]).train  # the run is train.py's: the scenario's recipe, then the overrides
     assert out["collect_steps"] == 32 and out["batch_size"] == 16 and out["repeat"] == 2  # the benchmark's own

@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy
-from agents.policy.conflict import CONFLICT_MODES, resolve_conflicts
-from agents.policy.modes import COMPILE_MODES
+from agents.policy.config import PolicyConfig
+from agents.policy.conflict import resolve_conflicts
+from agents.policy.modes import COMPILE_MODES, CONFLICT_MODES
+from agents.policy.network import TapFingerPolicy
 from agents.training.config import TrainConfig
 from envs import load_scenario
 from envs.config import ConfigError

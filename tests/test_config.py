@@ -12,10 +12,8 @@ from envs.config import (
     TraceSource,
     apply_overrides,
     available_scenarios,
-    from_dict,
     load_scenario,
     parse_override,
-    to_dict,
 )
 
 SCENARIOS = ["hetero-6", "multi-3", "sjf-3", "synthetic-3", "synthetic-6", "testbed-3", "testbed-6"]
@@ -111,8 +109,8 @@ def test_for_evaluation_without_overrides_is_identity():
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_yaml_round_trip(name):
     cfg = load_scenario(name)
-    assert from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
-    assert from_dict(to_dict(cfg)) == cfg
+    assert ScenarioConfig.from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
+    assert ScenarioConfig.from_dict(cfg.to_dict()) == cfg
 
 
 def test_derived_allocation_dims():
@@ -278,13 +276,13 @@ def test_bad_list_paths_inside_a_dotted_key(override):
 def test_missing_required_key():
     raw = minimal()
     del raw["arrival_rate"]
-    assert "arrival_rate" in error_of(from_dict, raw)
+    assert "arrival_rate" in error_of(ScenarioConfig.from_dict, raw)
 
 
 def test_missing_task_type_key():
     raw = minimal()
     del raw["task_types"][0]["min_req"]
-    assert "task_types[0]" in error_of(from_dict, raw) and "min_req" in error_of(from_dict, raw)
+    assert "task_types[0]" in error_of(ScenarioConfig.from_dict, raw) and "min_req" in error_of(ScenarioConfig.from_dict, raw)
 
 
 def test_probabilities_must_sum_to_one():
@@ -385,7 +383,7 @@ def test_config_error_is_a_value_error():
     ],
 )
 def test_scenario_scalar_fields_are_checked_as_declared(field, bad, says):
-    assert error_of(from_dict, minimal(**{field: bad})) == f"scenario.{field} {says}"
+    assert error_of(ScenarioConfig.from_dict, minimal(**{field: bad})) == f"scenario.{field} {says}"
 
 
 @pytest.mark.parametrize(
@@ -403,34 +401,34 @@ def test_scenario_scalar_fields_are_checked_as_declared(field, bad, says):
     ],
 )
 def test_scenario_sub_sections_are_checked_as_declared(section, field, bad, wording):
-    msg = error_of(from_dict, minimal(**{section: {field: bad}}))
+    msg = error_of(ScenarioConfig.from_dict, minimal(**{section: {field: bad}}))
     assert msg.startswith(f"scenario.{section}.{field}") and wording in msg
 
 
 @pytest.mark.parametrize("section", [None, "connectivity", "trace"])
 def test_scenario_unknown_keys_name_the_section_and_the_valid_keys(section):
     raw = minimal(bogus=1) if section is None else minimal(**{section: {"bogus": 1}})
-    msg = error_of(from_dict, raw)
+    msg = error_of(ScenarioConfig.from_dict, raw)
     prefix = "scenario" if section is None else f"scenario.{section}"
     assert msg.startswith(f"unknown {prefix} key 'bogus'; valid keys: ")
 
 
 def test_task_type_entries_are_checked_as_declared_under_their_index():
     types = minimal()["task_types"]
-    msg = error_of(from_dict, minimal(task_types=[types[0], dict(types[1], prob="half")]))
+    msg = error_of(ScenarioConfig.from_dict, minimal(task_types=[types[0], dict(types[1], prob="half")]))
     assert msg == "scenario.task_types[1].prob must be float, got 'half'"
-    msg = error_of(from_dict, minimal(task_types=[types[0], dict(types[1], min_req=[2, -1])]))
+    msg = error_of(ScenarioConfig.from_dict, minimal(task_types=[types[0], dict(types[1], min_req=[2, -1])]))
     assert msg == "scenario.task_types[1].min_req must hold values >= 0, got (2, -1)"
     no_name = dict(types[0])
     del no_name["name"]
-    msg = error_of(from_dict, minimal(task_types=[no_name, types[1]]))
+    msg = error_of(ScenarioConfig.from_dict, minimal(task_types=[no_name, types[1]]))
     assert msg == "missing required scenario.task_types[0] key 'name'"
 
 
 def test_scenario_defaults_come_from_the_dataclass():
     import dataclasses
 
-    cfg = from_dict(minimal())
+    cfg = ScenarioConfig.from_dict(minimal())
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(ScenarioConfig)
                 if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
@@ -438,17 +436,17 @@ def test_scenario_defaults_come_from_the_dataclass():
                              "reward", "max_steps", "max_start_slowdown", "eval_overrides"}
     raw = minimal()
     del raw["name"]
-    cfg = from_dict(raw)
+    cfg = ScenarioConfig.from_dict(raw)
     for name, default in defaults.items():
         assert getattr(cfg, name) == default, name
     assert cfg.pending_slots == ScenarioConfig.pending_slots and cfg.max_steps == ScenarioConfig.max_steps
     assert cfg.connectivity.threshold == Connectivity.threshold and cfg.trace == TraceSource()
     # a null section or switch_overhead (an empty YAML value) reads as "not given"
-    nulls = from_dict(minimal(connectivity=None, trace=None, switch_overhead=None, eval_overrides=None))
-    assert nulls == from_dict(minimal())
-    assert from_dict(minimal(trace={"params": None})).trace.params == TraceSource.params
+    nulls = ScenarioConfig.from_dict(minimal(connectivity=None, trace=None, switch_overhead=None, eval_overrides=None))
+    assert nulls == ScenarioConfig.from_dict(minimal())
+    assert ScenarioConfig.from_dict(minimal(trace={"params": None})).trace.params == TraceSource.params
     # every other field needs a value: null is no default there
-    assert error_of(from_dict, minimal(pending_slots=None)) == "scenario.pending_slots must not be null"
+    assert error_of(ScenarioConfig.from_dict, minimal(pending_slots=None)) == "scenario.pending_slots must not be null"
 
 
 @pytest.mark.parametrize("key", ["mode", "num_clusters", "capacities", "per_task_max", "arrival_rate", "num_tasks",
@@ -456,11 +454,11 @@ def test_scenario_defaults_come_from_the_dataclass():
 def test_fields_without_a_default_are_required(key):
     raw = minimal()
     del raw[key]
-    assert error_of(from_dict, raw) == f"missing required scenario key {key!r}"
+    assert error_of(ScenarioConfig.from_dict, raw) == f"missing required scenario key {key!r}"
 
 
 def test_scenario_values_are_typed_like_the_other_sections():
-    cfg = from_dict(minimal(num_clusters=2.0, arrival_rate="3e-1", pending_slots="12", capacities=[[4.0, 4]],
+    cfg = ScenarioConfig.from_dict(minimal(num_clusters=2.0, arrival_rate="3e-1", pending_slots="12", capacities=[[4.0, 4]],
                             connectivity={"threshold": 7, "bandwidth_range": [2, 9]}))
     assert cfg.num_clusters == 2 and isinstance(cfg.num_clusters, int)
     assert cfg.arrival_rate == 0.3 and cfg.pending_slots == 12
@@ -471,8 +469,8 @@ def test_scenario_values_are_typed_like_the_other_sections():
 
 def test_scalar_checks_run_before_the_structure_is_built():
     # a huge num_clusters is refused before one capacity entry would be broadcast to it
-    assert error_of(from_dict, minimal(num_clusters=10**12)).startswith("scenario.num_clusters must be in [1, 256]")
-    assert error_of(from_dict, minimal(num_clusters=0)).startswith("scenario.num_clusters must be in [1, 256]")
+    assert error_of(ScenarioConfig.from_dict, minimal(num_clusters=10**12)).startswith("scenario.num_clusters must be in [1, 256]")
+    assert error_of(ScenarioConfig.from_dict, minimal(num_clusters=0)).startswith("scenario.num_clusters must be in [1, 256]")
 
 
 def test_scenario_is_a_config_section_validated_on_construction():
@@ -481,7 +479,8 @@ def test_scenario_is_a_config_section_validated_on_construction():
     assert issubclass(ScenarioConfig, ConfigSection) and ScenarioConfig.SECTION == "scenario"
     assert issubclass(Connectivity, ConfigSection) and issubclass(TraceSource, ConfigSection)
     cfg = load_scenario("synthetic-3")
-    assert ScenarioConfig.from_dict(cfg.to_dict()) == cfg and cfg.to_dict() == to_dict(cfg)
+    assert ScenarioConfig.from_dict(cfg.to_dict()) == cfg
+    assert isinstance(cfg.to_dict()["capacities"], list)  # plain: tuples become lists, unlike the sections'
     fields = {**{f: getattr(cfg, f) for f in ("mode", "num_clusters", "capacities", "per_task_max", "num_tasks",
                                                 "task_types")}, "arrival_rate": -1.0}
     with pytest.raises(ConfigError, match=r"scenario\.arrival_rate must be in"):

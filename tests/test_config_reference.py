@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from agents.policy import PolicyConfig
+from agents.policy.config import PolicyConfig
 from agents.training.config import TrainConfig
 from envs.config import ScenarioConfig
 from envs.config_reference import SECTIONS, missing_comments, render, section_rows

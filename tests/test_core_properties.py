@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.config import ScenarioConfig, from_dict, to_dict
+from envs.config import ScenarioConfig
 from envs.core import DONE, NOT_ARRIVED, RUNNING, WAITING, Simulator
 from envs.scheduling import Decision, apply_decision, run_episode
 
@@ -69,7 +69,7 @@ def scenarios(draw, noise: bool | None = None) -> ScenarioConfig:
         "progress_noise": 0.3 if use_noise else 0.0,
         "max_steps": 100_000,
     }
-    return from_dict(raw)
+    return ScenarioConfig.from_dict(raw)
 
 
 # ------------------------------------------------------------------ invariants
@@ -351,7 +351,7 @@ def test_same_seed_same_trajectory_with_noise(cfg, seed, action_seed, random_ste
 @settings(max_examples=40, deadline=None)
 @given(cfg=scenarios(noise=False), seed=st.integers(0, 2**16), noise=st.floats(0.01, 2.0))
 def test_noise_does_not_change_the_workload(cfg, seed, noise):
-    noisy = from_dict({**to_dict(cfg), "progress_noise": noise})
+    noisy = ScenarioConfig.from_dict({**cfg.to_dict(), "progress_noise": noise})
     a, b = Simulator(cfg, seed), Simulator(noisy, seed)
     assert np.array_equal(a.arrival, b.arrival)
     assert np.array_equal(a.task_type, b.task_type)

@@ -11,7 +11,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from envs.config import from_dict, load_scenario
+from envs.config import ScenarioConfig, load_scenario
 from envs.core import DONE, NOT_ARRIVED, RUNNING, WAITING, Simulator
 from envs.scheduling import Decision, apply_decision, run_episode
 from envs.workload import Workload
@@ -33,7 +33,7 @@ def config(**changes):
         "max_steps": 1000,
     }
     raw.update(changes)
-    return from_dict(raw)
+    return ScenarioConfig.from_dict(raw)
 
 
 def make_sim(cfg, arrival, types=None, eligible=None) -> Simulator:

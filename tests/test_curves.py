@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from agents.evaluation import resolve_schedulers, run_evaluation
 from agents.evaluation.curves import DEFAULT_BASELINES, merge_points, read_curve, read_validation
-from agents.training import evaluation_scenario, prepare_run, write_config
+from agents.evaluation.runner import resolve_schedulers, run_evaluation
+from agents.training.envs import evaluation_scenario
 from agents.training.logger import EVAL_MEAN_JCT_TAG, TENSORBOARD_KEEP, scalar_tag
+from agents.training.prepare import prepare_run, write_config
 from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy, load_policy_checkpoint
+from agents.policy.checkpoint import load_policy_checkpoint
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from envs.gym_env import EdgeClustersEnv
 from networks.dense_han import DenseGraphEncoder
 from networks.heads import COMPACT_MIN_BATCH

@@ -11,7 +11,7 @@ import pytest
 from agents.baselines import primal_dual
 from agents.baselines.primal_dual import catalogue_for
 from envs import progress_registry, trace_models
-from envs.config import ConfigError, from_dict, load_scenario
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.core import Simulator
 from envs.durations import DurationTable, duration_table, forward, steps_to_finish
 from envs.progress import ConstantProgress, TanhProgress, build_progress_functions
@@ -185,21 +185,21 @@ def test_a_new_progress_kind_is_one_registration(monkeypatch):
         "arrival_rate": 1.0, "num_tasks": 3,
         "task_types": [{"name": "d", "prob": 1.0, "min_req": [1, 1], "progress": {"kind": "double", "rate": 0.25}}],
     }
-    cfg = from_dict(raw)
+    cfg = ScenarioConfig.from_dict(raw)
     (fn,) = build_progress_functions(cfg)
     assert isinstance(fn, DoubleSpeed) and fn.rate == 0.25
     table = duration_table(cfg, [fn])
     assert table.steps[0, table.index(1, 1)] == 4 and table.steps[0, table.index(1, 2)] == 2
     bad = dict(raw, task_types=[dict(raw["task_types"][0], progress={"kind": "double", "rate": 0})])
     with pytest.raises(ConfigError, match=r"task_types\[0\].progress.rate"):
-        from_dict(bad)
+        ScenarioConfig.from_dict(bad)
     no_gpu = dict(raw, task_types=[dict(raw["task_types"][0], min_req=[1, 0])])
     with pytest.raises(ConfigError, match="double progress gains nothing without a GPU"):
-        from_dict(no_gpu)
+        ScenarioConfig.from_dict(no_gpu)
 
 
 def test_tanh_defaults_are_stated_once():
-    cfg = from_dict({
+    cfg = ScenarioConfig.from_dict({
         "name": "t", "mode": "multi", "num_clusters": 1, "capacities": [[4, 4]], "per_task_max": [4, 4],
         "arrival_rate": 1.0, "num_tasks": 1,
         "task_types": [{"name": "lm", "prob": 1.0, "min_req": [1, 1], "progress": {"kind": "tanh"}}],

@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.evaluation import TIMING_FIELDS, t_interval
-from agents.evaluation.summary import ORACLE_MARK
+from agents.evaluation.summary import ORACLE_MARK, TIMING_FIELDS, t_interval
 from envs.bound import fastest_durations
 from envs.config import ConfigError, load_scenario
 from envs.core import Simulator
@@ -259,7 +258,9 @@ def test_corrupt_checkpoint_exits_2(tmp_path):
 def _tiny_checkpoint(path: Path, scenario: str, eval_action: str | None = None) -> Path:
     torch = pytest.importorskip("torch")
     pytest.importorskip("agents.policy.scheduler")
-    from agents.policy import PolicyConfig, TapFingerPolicy, save_policy_checkpoint
+    from agents.policy.checkpoint import save_policy_checkpoint
+    from agents.policy.config import PolicyConfig
+    from agents.policy.network import TapFingerPolicy
     from envs.observation import ObservationSpec
 
     cfg = load_scenario(scenario)
@@ -309,7 +310,7 @@ def test_checkpoint_of_another_scenario_exits_2(tmp_path):
 def test_policy_action_comes_from_the_checkpoint_or_the_flag(tmp_path, cfg):
     """A checkpoint validated by sampling is evaluated by sampling unless --policy-action says
     otherwise; sampling is seeded (same seeds, same result) and differs from the argmax."""
-    from agents.evaluation import resolve_schedulers
+    from agents.evaluation.runner import resolve_schedulers
     from agents.policy.checkpoint import CheckpointError, checkpoint_eval_action
     from agents.policy.scheduler import TapFingerScheduler
 

@@ -32,7 +32,9 @@ import torch
 import train as train_cli
 from agents.output_dirs import EXIT_IO_ERROR, OutputWriteError
 from agents.policy.checkpoint import CheckpointError, read_checkpoint, save_policy_checkpoint
-from agents.training import BEST, LAST, load_checkpoint, prepare_run, run_training
+from agents.training.checkpoints import BEST, LAST, load_checkpoint
+from agents.training.loop import run_training
+from agents.training.prepare import prepare_run
 from agents.training import rundir
 from agents.training.budget import check_plan, estimate_bytes
 from envs.config import ConfigError, load_scenario
@@ -257,7 +259,8 @@ def test_a_killed_ray_actor_raises_worker_died():
 def test_a_full_disk_during_a_save_is_one_clear_error_and_keeps_the_previous_file(tmp_path, monkeypatch):
     import shutil
 
-    from agents.policy import PolicyConfig, TapFingerPolicy
+    from agents.policy.config import PolicyConfig
+    from agents.policy.network import TapFingerPolicy
     from envs.observation import ObservationSpec
 
     cfg = load_scenario("sjf-3", ["num_tasks=12"])
@@ -345,7 +348,8 @@ def test_a_plan_beyond_the_memory_limit_is_refused_naming_it(tmp_path):
 # evaluation, checkpoints, seeds, generated files
 # ---------------------------------------------------------------------------------------
 def test_an_evaluation_in_which_the_policy_finishes_no_task_prints_na_and_writes_its_outputs(tmp_path, capsys):
-    from agents.policy import PolicyConfig, TapFingerPolicy
+    from agents.policy.config import PolicyConfig
+    from agents.policy.network import TapFingerPolicy
     from envs.observation import ObservationSpec
     from evaluate import main as evaluate
 
@@ -386,7 +390,8 @@ def test_a_huge_seed_is_one_line_of_error(tmp_path, capsys, seed):
     assert "seed must be between 0 and 4294967295" in capsys.readouterr().err
 
 
-_GENERATE = ("import sys; from agents.policy import PolicyConfig, TapFingerPolicy;"
+_GENERATE = ("import sys; from agents.policy.config import PolicyConfig;"
+             "from agents.policy.network import TapFingerPolicy;"
              "from envs.observation import ObservationSpec; from envs.config import load_scenario;"
              "TapFingerPolicy(ObservationSpec.from_config(load_scenario('sjf-3')),"
              " PolicyConfig(hidden=16, encoder='pyg'));"

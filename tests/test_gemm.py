@@ -15,7 +15,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
 
-from agents.policy import PolicyConfig, TapFingerPolicy, pointer_widths
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
+from agents.policy.pointer_rows import pointer_widths
 from agents.training.precision import BFLOAT16, autocast
 from networks.gemm import (
     BUCKETS_PER_OCTAVE, MIN_ROW_STEP, bucket_rows, buckets_rows, linear, rows_prebucketed, scale_heads,

@@ -22,7 +22,8 @@ from agents.training.imitation import (
     teacher_seeds,
     warm_start,
 )
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from envs.config import ConfigError, load_scenario
 from envs.joint_action import random_valid_action
 from envs.observation import ObservationSpec

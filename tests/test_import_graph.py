@@ -4,9 +4,8 @@ The graph is built from the source, not by importing it: every ``import`` and ``
 statement of a module is an edge, wherever it stands (top level, inside a function, under
 ``if TYPE_CHECKING:``), so a cycle hidden by a lazy import inside a function is found too.
 ``from package import name`` points at the submodule ``package.name`` when there is one, else at
-``package`` itself (its ``__init__``). A package that re-exports lazily (:mod:`agents.lazy_exports`)
-names its submodules as the keys of its ``_EXPORTS`` dict: each is an edge too. A cycle is a
-strongly connected component of two or more modules.
+``package`` itself (its ``__init__``). A cycle is a strongly connected component of two or more
+modules.
 
 Run as a script (``python tests/test_import_graph.py``) to print the cycles, if any.
 """
@@ -14,12 +13,9 @@ Run as a script (``python tests/test_import_graph.py``) to print the cycles, if 
 from __future__ import annotations
 
 import ast
-import importlib
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("envs", "networks", "agents")
@@ -56,24 +52,13 @@ def _known(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def _lazy_exports(module: str, tree: ast.Module) -> set[str]:
-    """The submodules a package's ``_EXPORTS = {"submodule": (names...), ...}`` re-exports from."""
-    out = set()
-    for node in tree.body:
-        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict)
-                and "_EXPORTS" in [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                                   if isinstance(t, ast.Name)]):
-            out |= {f"{module}.{key.value}" for key in node.value.keys if isinstance(key, ast.Constant)}
-    return out
-
-
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """Module -> the project modules its import statements (and lazy re-exports) name, self-references left out."""
+    """Module -> the project modules its import statements name, self-references left out."""
     modules = project_modules(root)
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        targets: set[str | None] = set(_lazy_exports(module, tree)) if path.name == "__init__.py" else set()
+        targets: set[str | None] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets.update(_known(alias.name, modules) for alias in node.names)
@@ -136,11 +121,9 @@ def describe(component: list[str], graph: dict[str, set[str]]) -> str:
 def test_graph_sees_the_project():
     graph = import_graph()
     assert {"envs", "networks", "agents"} <= set(graph)
-    # the builder resolves relative imports, imports inside functions and lazy re-exports
+    # the builder resolves relative imports and imports inside functions
     assert "envs.config" in graph["envs.gym_env"]
     assert "agents.training.budget" in graph["agents.training.prepare"]  # inside check_environment
-    assert {"agents.policy.network", "agents.policy.checkpoint"} <= graph["agents.policy"]
-    assert "agents.training.loop" in graph["agents.training"]
 
 
 def test_cycle_finder_finds_a_lazy_cycle():
@@ -156,7 +139,7 @@ def test_no_import_cycles():
 
 
 #: the layers, lowest first: a module may import its own layer and the ones below, never one above.
-#: ``agents``'s own top-level modules (``agents.lazy_exports``, ``agents.output_dirs``...) are
+#: ``agents``'s own top-level modules (``agents.output_dirs``, ``agents.json_files``...) are
 #: shared helpers, a layer just above ``envs``.
 LAYERS = ("envs", "networks", "agents.baselines", "agents.policy", "agents.training", "agents.evaluation")
 
@@ -206,20 +189,17 @@ def test_light_modules_and_the_train_parser_import_no_torch():
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("package", ["agents.policy", "agents.training"])
-def test_lazy_reexports_resolve_to_their_owners(package):
-    module = importlib.import_module(package)
-    assert module.__all__ and set(module.__all__) <= set(dir(module))
-    for name in module.__all__:
-        value = getattr(module, name)
-        owner = importlib.import_module(f"{package}.{_owner(module, name)}")
-        assert value is getattr(owner, name)
-    with pytest.raises(AttributeError):
-        getattr(module, "no_such_name")
+#: packages whose ``__init__`` is their module map only (a docstring): callers import every name
+#: from the module that owns it
+MAP_ONLY = ("agents", "agents.policy", "agents.training", "networks")
 
 
-def _owner(module, name: str) -> str:
-    return next(sub for sub, names in module._EXPORTS.items() if name in names)
+def test_packages_that_are_module_maps_reexport_nothing():
+    modules = project_modules()
+    for package in MAP_ONLY:
+        body = ast.parse(modules[package].read_text()).body
+        assert body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), package
+        assert body[1:] == [], f"{package}/__init__.py holds more than its docstring"
 
 
 if __name__ == "__main__":

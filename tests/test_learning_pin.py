@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the project root on the path
     sys.path.insert(0, str(ROOT))
 
-from agents.training import LAST, load_checkpoint, prepare_run, run_training  # noqa: E402
+from agents.training.checkpoints import LAST, load_checkpoint  # noqa: E402
+from agents.training.loop import run_training  # noqa: E402
+from agents.training.prepare import prepare_run  # noqa: E402
 
 #: what a tiny run trains (synthetic-3: single mode, Bayes conflicts; 2 updates of 2 x 2 minibatches)
 BASE = [

@@ -275,7 +275,7 @@ def test_start_floor_off_is_the_minimum_rule_and_bad_values_are_refused():
         assert all(np.array_equal(gate[i, ..., k], expect) for i in range(cfg.num_clusters))
     floored = start_gate(load_scenario("hetero-6", ["max_start_slowdown=1"]), build_progress_functions(cfg))
     assert load_scenario("hetero-6").max_start_slowdown == 0  # the shipped scenarios are the paper's: no floor
-    assert not (floored & ~gate).any() and (gate & ~floored).any()  # a floor only removes offers
+    assert not (floored & ~gate).any() and (gate & ~floored).any()  # a start floor only removes feasible entries
     for bad in ("0.5", "-2"):
         with pytest.raises(ConfigError, match="max_start_slowdown must be 0"):
             load_scenario("synthetic-3", [f"max_start_slowdown={bad}"])

@@ -9,7 +9,7 @@ import pytest
 
 from agents.baselines import make_scheduler
 from agents.baselines.okita import OkitaScheduler
-from envs.config import ConfigError, from_dict, load_scenario
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.core import RUNNING, Simulator
 from envs.progress import ConstantProgress
 from envs.scheduling import apply_decision, run_episode
@@ -18,7 +18,7 @@ from handmade import LinearGpu, drive
 
 
 def config(clusters: int = 1, caps=((4, 4),), per_task_max=(4, 4), mode: str = "multi"):
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": clusters, "capacities": [list(c) for c in caps],
         "per_task_max": list(per_task_max), "arrival_rate": 1, "num_tasks": 3, "switch_overhead": 1.0,
         "task_types": [

@@ -16,8 +16,9 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch
 from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
-from agents.training import build_algorithm, make_collectors, run_training, training_envs
 from agents.training.config import BEHAVIOUR, OLD_STATS, RECOMPUTE, TrainConfig
+from agents.training.envs import training_envs
+from agents.training.loop import build_algorithm, make_collectors, run_training
 from agents.training.tianshou_glue.algorithm import MultiAgentPPO
 from envs.config import ConfigError
 

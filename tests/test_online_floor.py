@@ -1,4 +1,4 @@
-"""The online start floor: hand-computed estimates and masks; the learned scheduler's offer."""
+"""The online start floor: hand-computed estimates and masks; the learned scheduler's ``feasible``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import pytest
 import torch
 
 import handmade
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from agents.baselines.online_floor import OnlineStartFloor
 from agents.policy.scheduler import TapFingerScheduler
-from envs.config import ConfigError, from_dict, load_scenario
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.progress import ConstantProgress
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.scheduling import run_episode
@@ -18,7 +19,7 @@ from handmade import LinearGpu
 
 
 def config():
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": "multi", "num_clusters": 1, "capacities": [[8, 8]],
         "per_task_max": [4, 4], "arrival_rate": 1, "num_tasks": 3, "switch_overhead": 1.0,
         "task_types": [
@@ -48,10 +49,10 @@ def test_hand_computed_hold_back(monkeypatch, factor, min_points, held):
     sim.place(0, 1, 2, 4)
     sim.advance()
     assert sim.t == 1 and sim.pending_tasks(0).tolist() == [2]
-    offer = ObservationBuilder(ObservationSpec.from_config(sim.cfg), start_floor=0.0)(sim)["feasible"]
-    assert offer.astype(bool)[0, 0]
-    out = floor.mask(sim, offer)
-    assert out.dtype == offer.dtype
+    unfloored = ObservationBuilder(ObservationSpec.from_config(sim.cfg), start_floor=0.0)(sim)["feasible"]
+    assert unfloored.astype(bool)[0, 0]
+    out = floor.mask(sim, unfloored)
+    assert out.dtype == unfloored.dtype
     assert bool(out[0, 0]) is (not held)
     assert bool(floor.slow_types(sim)[0, 0]) is held
     steps = floor.model.inv[0]
@@ -77,7 +78,7 @@ def _policy(cfg):
                            PolicyConfig(hidden=16, han_layers=1, heads=2, pointer_heads=2, pointer_ffn=32))
 
 
-def test_learned_scheduler_offers_a_subset_of_the_papers_offer_and_holds_some_back():
+def test_learned_scheduler_offers_a_subset_of_the_papers_feasible_and_holds_some_back():
     cfg = load_scenario("synthetic-3", ["num_tasks=120", "max_start_slowdown=1.2"])
     policy = _policy(cfg)
     sched = TapFingerScheduler(policy=policy, start_floor="online")
@@ -101,15 +102,15 @@ def test_learned_scheduler_offers_a_subset_of_the_papers_offer_and_holds_some_ba
     first = run_episode(cfg, sched, 3)
     assert sched.floor is not None and sched.floor.held > 0
     assert len(seen) == len(builder_calls)
-    for got, offer in zip(seen, builder_calls):
-        assert not np.any(got[0].numpy().astype(bool) & ~offer)  # never offers more than the paper
-    assert any(np.any(offer & ~got[0].numpy().astype(bool)) for got, offer in zip(seen, builder_calls))
+    for got, unfloored in zip(seen, builder_calls):
+        assert not np.any(got[0].numpy().astype(bool) & ~unfloored)  # never offers more than the paper
+    assert any(np.any(unfloored & ~got[0].numpy().astype(bool)) for got, unfloored in zip(seen, builder_calls))
     policy.act = act
     again = run_episode(cfg, TapFingerScheduler(policy=policy, start_floor="online"), 3)
     assert np.array_equal(first.records["start"], again.records["start"])
 
 
-def test_online_floor_without_a_factor_is_the_papers_offer():
+def test_online_floor_without_a_factor_is_no_start_floor():
     cfg = load_scenario("synthetic-3", ["num_tasks=40", "max_start_slowdown=0"])
     policy = _policy(cfg)
     a = run_episode(cfg, TapFingerScheduler(policy=policy, start_floor="online"), 5)

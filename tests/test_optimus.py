@@ -8,7 +8,7 @@ import pytest
 from agents.baselines import make_scheduler
 from agents.baselines.optimus import OptimusScheduler
 from agents.baselines.speed_model import SpeedObservations, fit_speed_model, inverse_speed
-from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
+from envs.config import ConfigError, ScenarioConfig
 from envs.core import Simulator
 from envs.scheduling import apply_decision, run_episode
 
@@ -24,7 +24,7 @@ def grid(hi_c: int = 8, hi_g: int = 8) -> tuple[np.ndarray, np.ndarray]:
 def scenario(capacities, mode="multi", num_tasks=2, types=None, switch=1.0, per_task_max=None) -> ScenarioConfig:
     """1-2 clusters that every task reaches, all tasks arriving at t = 0."""
     types = types or [{"name": "a", "prob": 1.0, "min_req": [1, 1], "progress": {"kind": "constant", "steps": 10}}]
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": len(capacities), "capacities": capacities,
         "per_task_max": per_task_max or [max(c[0] for c in capacities), max(c[1] for c in capacities)],
         "arrival_rate": 200, "num_tasks": num_tasks, "switch_overhead": switch, "task_types": types,
@@ -198,7 +198,7 @@ def test_observed_gains_skip_switching_steps_and_learn_the_model():
     recorded gains are exactly the model's speeds (penalised steps are never recorded), and
     the fit from observations alone gets close to the true speeds where it has seen data."""
     cfg = scenario([[8, 8]], num_tasks=40, switch=0.5)
-    cfg = from_dict({**to_dict(cfg), "arrival_rate": 1.0})
+    cfg = ScenarioConfig.from_dict({**cfg.to_dict(), "arrival_rate": 1.0})
     fn = OptimusModelProgress(THETA)
     opt = OptimusScheduler()
     result = run_episode(cfg, opt, seed=0, functions=[fn])

@@ -7,7 +7,7 @@ import pytest
 
 from agents.baselines import make_scheduler
 from agents.baselines.pd_preemptive import PDPreemptiveScheduler, bundles
-from envs.config import ConfigError, from_dict, load_scenario
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.core import Simulator
 from envs.durations import duration_table, steps_to_finish
 from envs.progress import ConstantProgress, TanhProgress
@@ -20,7 +20,7 @@ def tiny_config(mode: str = "multi", clusters: int = 1, overhead: float = 1.0, t
         {"name": f"t{k}", "prob": 1.0 / types, "min_req": [2, 1], "progress": {"kind": "constant", "steps": 1}}
         for k in range(types)
     ]
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": clusters, "capacities": [[4, 4]],
         "per_task_max": [4, 4], "arrival_rate": 1, "num_tasks": 3, "switch_overhead": overhead,
         "pending_slots": pending, "task_types": specs,
@@ -91,7 +91,7 @@ def _bundle_cost(chunks: list[tuple[float, int, float, float]]) -> float:
 
 def test_eq5_equals_exact_marginal_increase(monkeypatch):
     """Σα of a dispatch = exact increase of Σ w·C over the cluster's bundle plans (Δ = 0)."""
-    cfg = from_dict({
+    cfg = ScenarioConfig.from_dict({
         "name": "eq5", "mode": "multi", "num_clusters": 1, "capacities": [[8, 8]], "per_task_max": [8, 8],
         "arrival_rate": 1, "num_tasks": 1,
         "task_types": [{"name": "a", "prob": 1.0, "min_req": [2, 1], "progress": {"kind": "tanh"}}],

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.policy import (
-    POINTER_WIDTH_GROUPS, PolicyConfig, TapFingerPolicy, pointer_row_groups, pointer_widths,
-)
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
+from agents.policy.pointer_rows import POINTER_WIDTH_GROUPS, pointer_row_groups, pointer_widths
 from agents.training.precision import BFLOAT16, autocast
 from networks.gemm import bucket_rows
 from networks.heads import COMPACT_MIN_BATCH, MASK_VALUE, compact_pays

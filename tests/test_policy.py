@@ -9,10 +9,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.policy import (
-    POLICY_VARIANTS, CheckpointError, PolicyConfig, TapFingerPolicy, load_policy_checkpoint, obs_to_torch,
-    save_policy_checkpoint,
-)
+from agents.policy.checkpoint import CheckpointError, load_policy_checkpoint, save_policy_checkpoint
+from agents.policy.config import POLICY_VARIANTS, PolicyConfig
+from agents.policy.network import TapFingerPolicy
+from agents.policy.observations import obs_to_torch
 from agents.policy.scheduler import TapFingerScheduler, joint_action_to_decision
 from envs import Simulator, load_scenario, run_episode
 from envs.observation import ObservationSpec, build_observation

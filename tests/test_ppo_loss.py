@@ -16,7 +16,7 @@ from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch
 from torch import nn
 
-from agents.training.tianshou_glue.algorithm import JointActorPolicy, MultiAgentPPO
+from agents.training.tianshou_glue.algorithm import MultiAgentPPO, TianshouJointPolicy
 from envs.observation import KEYS
 
 EPS = 0.2
@@ -42,7 +42,7 @@ class ToyNet(nn.Module):
 
 
 def _algorithm(net: ToyNet, normalise: bool) -> MultiAgentPPO:
-    policy = JointActorPolicy(net, action_space=gym.spaces.MultiDiscrete(np.full((2, 3), 4)))
+    policy = TianshouJointPolicy(net, action_space=gym.spaces.MultiDiscrete(np.full((2, 3), 4)))
     return MultiAgentPPO(policy=policy, optim=AdamOptimizerFactory(lr=1e-3), eps_clip=EPS, vf_coef=VF, ent_coef=ENT,
                          advantage_normalization=normalise, max_grad_norm=None)
 

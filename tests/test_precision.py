@@ -12,10 +12,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from test_dense_encoder import scenario_batch  # tests/ is on sys.path (pytest rootdir insertion)
 
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from agents.training.config import TrainConfig
-from agents.training.tianshou_glue.algorithm import JointActorPolicy
 from agents.training.precision import BFLOAT16, FLOAT32, PRECISIONS, autocast, check_precision
+from agents.training.tianshou_glue.algorithm import TianshouJointPolicy
 from envs.config import ConfigError
 from envs.gym_env import EdgeClustersEnv
 
@@ -43,7 +44,7 @@ def test_precision_names_are_checked():
         TrainConfig.from_dict({"precision": "fp16"}).validate()
     net, _ = _policy("sjf-3")
     with pytest.raises(ValueError, match="precision must be one of"):
-        JointActorPolicy(net, action_space=EdgeClustersEnv("sjf-3").action_space, precision="bf16")
+        TianshouJointPolicy(net, action_space=EdgeClustersEnv("sjf-3").action_space, precision="bf16")
     assert not torch.is_autocast_enabled("cpu")
     with autocast(BFLOAT16, "cpu"):
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
@@ -178,7 +179,8 @@ def test_collection_and_update_run_in_the_training_precision(tmp_path: Path):
     outside training steps stays float32 (best.pt is chosen by what evaluate.py measures)."""
     from test_training import _spec
 
-    from agents.training import build_algorithm, make_collectors, training_envs
+    from agents.training.envs import training_envs
+    from agents.training.loop import build_algorithm, make_collectors
     from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
 
     spec = _spec(tmp_path, "train.precision=bfloat16")

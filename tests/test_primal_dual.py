@@ -26,7 +26,7 @@ from agents.baselines.primal_dual import (
     default_horizon,
     load_tuned,
 )
-from envs.config import ConfigError, from_dict, load_scenario
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.core import Simulator
 from envs.scheduling import apply_decision, run_episode
 from envs.workload import Workload
@@ -50,7 +50,7 @@ class CpuGpu:
 
 
 def tiny_cfg(mode="multi", steps=2, min_req=(1, 1), clusters=1, num_tasks=4, capacity=(4, 4)):
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": clusters, "capacities": [list(capacity)],
         "per_task_max": [4, 4], "arrival_rate": 4, "num_tasks": num_tasks,
         "task_types": [{"name": "a", "prob": 1.0, "min_req": list(min_req),

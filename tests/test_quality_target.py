@@ -11,12 +11,12 @@ import torch
 from scipy import stats
 
 from agents.baselines import ORACLE_BASELINES, available_schedulers, uses_oracle
-from agents.evaluation import build_summary, format_table
 from agents.evaluation.report import ReportEntry, format_report, median_reductions
 from agents.evaluation.runner import resolve_schedulers, run_evaluation
-from agents.evaluation.summary import BOUND_RATIO_TARGET, target_check, target_text
-from agents.policy import PolicyConfig, TapFingerPolicy
+from agents.evaluation.summary import BOUND_RATIO_TARGET, build_summary, format_table, target_check, target_text
 from agents.policy.checkpoint import save_policy_checkpoint
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from envs.config import ConfigError, load_scenario
 from envs.observation import ObservationSpec
 

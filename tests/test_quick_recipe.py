@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import train as train_cli
-from agents.training import prepare_run, resolved_config
+from agents.training.prepare import prepare_run, resolved_config
 from agents.training.recipe_file import quick_arguments
 from envs.config import QUICK_SECTION, ConfigError, available_scenarios, load_scenario, quick_recipe
 

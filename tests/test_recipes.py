@@ -15,8 +15,9 @@ import yaml
 
 import train as train_cli
 from agents.evaluation.runner import REPORT_SEED_OFFSET, REPORT_SEEDS
-from agents.training import CONFIG_FILE, prepare_run, resolved_config
 from agents.training.envs import evaluation_scenario
+from agents.training.prepare import prepare_run, resolved_config
+from agents.training.rundir import CONFIG_FILE
 from envs.config import ConfigError, RECIPE_SECTIONS, available_scenarios, load_scenario, split_scenario_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,7 +145,7 @@ def test_reproduce_trains_every_seed_with_the_recipe_alone(reproduced):
         assert result["finished"] and result["env_steps"] == 128 and result["wall_s"] > 0
         assert (run / "best.pt").is_file()
         # the checkpoint holds the complete resolved config
-        from agents.training import load_checkpoint
+        from agents.training.checkpoints import load_checkpoint
 
         ckpt = load_checkpoint(run / "best.pt")
         assert ckpt["train_config"] == saved["train"] and ckpt["policy_config"] == saved["policy"]

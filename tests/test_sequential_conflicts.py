@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import PolicyConfig, TapFingerPolicy, room_order
+from agents.policy.config import PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from agents.policy.scheduler import TapFingerScheduler
-from agents.policy.sequential import sequential_choice
+from agents.policy.sequential import room_order, sequential_choice
 from envs import load_scenario, run_episode
 from envs.config import ConfigError
 from networks.graph import canonical_slots

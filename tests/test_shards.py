@@ -14,7 +14,7 @@ import torch
 from test_old_stats import _collected, _preprocessed  # tests/ is on sys.path (pytest rootdir insertion)
 from test_training import _spec
 
-from agents.policy import obs_to_torch
+from agents.policy.observations import obs_to_torch
 from agents.training import prepare
 from agents.training.config import BEHAVIOUR, RECOMPUTE
 from agents.training.shards import MIN_SHARD_ROWS, run_sharded, shard_ranges

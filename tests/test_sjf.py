@@ -6,14 +6,14 @@ import numpy as np
 
 import handmade
 from agents.baselines import make_scheduler, uses_oracle
-from envs.config import from_dict, load_scenario
+from envs.config import ScenarioConfig, load_scenario
 from envs.progress import ConstantProgress
 from envs.scheduling import run_episode
 from handmade import LinearGpu, drive
 
 
 def config(mode: str = "multi", clusters: int = 1, caps=((4, 4),)):
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": clusters, "capacities": [list(c) for c in caps],
         "per_task_max": [4, 4], "arrival_rate": 1, "num_tasks": 3, "switch_overhead": 1.0,
         "task_types": [

@@ -11,7 +11,7 @@ import pytest
 from agents.baselines import make_scheduler, uses_oracle
 from agents.baselines.start_floor import StartFloorScheduler
 from agents.evaluation.runner import resolve_schedulers, run_evaluation
-from envs.config import ConfigError, from_dict, load_scenario, to_dict
+from envs.config import ConfigError, ScenarioConfig, load_scenario
 from envs.core import Simulator
 from envs.durations import duration_table
 from envs.scheduling import Decision, run_episode
@@ -20,7 +20,7 @@ SEEDS = (500000, 500001)
 
 
 def floored_config(factor: float = 3.0, name: str = "synthetic-3"):
-    return from_dict({**to_dict(load_scenario(name)), "max_start_slowdown": factor, "num_tasks": 60})
+    return ScenarioConfig.from_dict({**load_scenario(name).to_dict(), "max_start_slowdown": factor, "num_tasks": 60})
 
 
 class Spy:

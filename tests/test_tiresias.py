@@ -7,7 +7,7 @@ import pytest
 
 from agents.baselines import make_scheduler
 from agents.baselines.tiresias import TiresiasScheduler
-from envs.config import ConfigError, ScenarioConfig, from_dict
+from envs.config import ConfigError, ScenarioConfig
 from envs.core import Simulator
 from envs.scheduling import apply_decision, run_episode
 from handmade import drive, fixed_sim
@@ -15,7 +15,7 @@ from handmade import drive, fixed_sim
 
 def scenario(capacities, mode="multi", num_tasks=4, steps=100) -> ScenarioConfig:
     """1-2 clusters every task reaches, one long resource-insensitive type, arrivals at t = 0."""
-    return from_dict({
+    return ScenarioConfig.from_dict({
         "name": "tiny", "mode": mode, "num_clusters": len(capacities), "capacities": capacities,
         "per_task_max": [max(c[0] for c in capacities), max(c[1] for c in capacities)],
         "arrival_rate": 200, "num_tasks": num_tasks, "switch_overhead": 1.0,
@@ -182,7 +182,7 @@ def test_bad_options_raise_config_error():
 def ping_pong_sim(monkeypatch, switch_overhead: float):
     """One (2 CPU, 1 GPU) cluster, single mode, two tasks of 4 steps at any allocation of at least
     (1, 1): task 0 arrives at t = 0, task 1 at t = 2."""
-    cfg = from_dict({
+    cfg = ScenarioConfig.from_dict({
         "name": "ping-pong", "mode": "single", "num_clusters": 1, "capacities": [[2, 1]], "per_task_max": [2, 1],
         "arrival_rate": 1, "num_tasks": 2, "switch_overhead": switch_overhead,
         "task_types": [{"name": "a", "prob": 1.0, "min_req": [1, 1], "progress": {"kind": "constant", "steps": 4}}],

@@ -16,18 +16,14 @@ import pytest
 import torch
 
 import train as train_cli
+from agents.training.checkpoints import BEST, LAST, load_checkpoint
 from agents.training.config import EVAL_SEED_DEFAULT, TRAIN_SEED_MIN, TrainConfig, split_overrides
+from agents.training.envs import make_env
+from agents.training.loop import run_training
+from agents.training.prepare import prepare_run
 from agents.training.tianshou_glue.algorithm import MultiAgentPPO
-from agents.training import (
-    BEST,
-    LAST,
-    SeedSchedule,
-    load_checkpoint,
-    make_env,
-    prepare_run,
-    run_training,
-)
-from envs.config import ConfigError, load_scenario, to_dict
+from agents.training.vector_env import SeedSchedule
+from envs.config import ConfigError, load_scenario
 
 TINY = ["num_tasks=12", "policy.hidden=16", "policy.han_layers=1", "policy.pointer_layers=1", "policy.pointer_ffn=32"]
 FAST = [
@@ -178,18 +174,18 @@ def test_a_run_resumed_on_another_device_names_both(smoke_run, tmp_path, recorde
 
 
 def _interrupt_the_step_starting_at(monkeypatch: pytest.MonkeyPatch, env_step: int) -> None:
-    """Ctrl-C at the start of the training step that begins at ``env_step`` (after the session's
+    """Ctrl-C at the start of the training step that begins at ``env_step`` (after the callbacks'
     own start-of-step callback, so a periodic last.pt is as it would be)."""
-    from agents.training.session import Session
+    from agents.training.callbacks import TrainerCallbacks
 
-    original = Session.training_fn
+    original = TrainerCallbacks.training_fn
 
     def stop(self, epoch, step):
         original(self, epoch, step)
         if step == env_step:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(Session, "training_fn", stop)
+    monkeypatch.setattr(TrainerCallbacks, "training_fn", stop)
 
 
 def test_a_run_resumed_inside_an_interval_stays_on_the_uninterrupted_grid(tmp_path, monkeypatch):
@@ -211,7 +207,7 @@ def test_a_run_resumed_inside_an_interval_stays_on_the_uninterrupted_grid(tmp_pa
     assert result.env_steps == 160
     scalars = _scalars(spec.run_dir)
     assert [s for s, _ in scalars["test/mean_jct"]] == [0, 80, 160]
-    # the resumed run's first evaluation reaches the session's best-keeping (tianshou would
+    # the resumed run's first evaluation reaches the callbacks' best-keeping (tianshou would
     # otherwise compare it with its initial score of 0, which no -mean JCT beats)
     assert 80 in [s for s, _ in scalars["test/best_mean_jct"]]
 
@@ -263,9 +259,9 @@ def test_an_interrupted_best_pt_write_leaves_best_pt_last_pt_and_result_json_agr
     """Every validation improves (a patched score); Ctrl-C arrives while the second new best is
     being written. best.pt keeps the first best, and last.pt and result.json say that same best,
     not the one whose file never landed; a resumed run then finishes with all three agreeing."""
-    from agents.training import session as session_module
+    from agents.training import callbacks as callbacks_module
     from agents.training.loop import TrainingInterrupted
-    from agents.training.session import Session
+    from agents.training.callbacks import TrainerCallbacks
 
     def improving(self, stats):  # mean JCT 100 at step 0, 99 at step 40, ...: every evaluation is a new best
         self.last_mean_jct = 100.0 - self.env_step() / 40
@@ -273,7 +269,7 @@ def test_an_interrupted_best_pt_write_leaves_best_pt_last_pt_and_result_json_agr
         return self.last_score
 
     writes = {"best": 0}
-    original_save = session_module.save_checkpoint
+    original_save = callbacks_module.save_checkpoint
 
     def interrupted_second_best(path, *args, **kwargs):
         if Path(path).name == BEST:
@@ -282,8 +278,8 @@ def test_an_interrupted_best_pt_write_leaves_best_pt_last_pt_and_result_json_agr
                 raise KeyboardInterrupt  # the atomic write never replaced the file
         return original_save(path, *args, **kwargs)
 
-    monkeypatch.setattr(Session, "compute_score_fn", improving)
-    monkeypatch.setattr(session_module, "save_checkpoint", interrupted_second_best)
+    monkeypatch.setattr(TrainerCallbacks, "compute_score_fn", improving)
+    monkeypatch.setattr(callbacks_module, "save_checkpoint", interrupted_second_best)
     spec = _spec(tmp_path, "train.run_name=bestsig", steps=120)
     with pytest.raises(TrainingInterrupted):
         run_training(spec)
@@ -297,7 +293,7 @@ def test_an_interrupted_best_pt_write_leaves_best_pt_last_pt_and_result_json_agr
         return best["best_env_step"]
 
     assert writes["best"] == 2 and agreeing() == 0  # the step-0 best stands: its file is the one on disk
-    monkeypatch.setattr(session_module, "save_checkpoint", original_save)
+    monkeypatch.setattr(callbacks_module, "save_checkpoint", original_save)
     run_training(prepare_run(None, [], flags={}, resume=str(spec.run_dir / LAST)))
     assert agreeing() == 120
 
@@ -401,7 +397,7 @@ def test_training_and_evaluation_workload_seeds_are_disjoint():
     assert fixed.next() == fixed.next() == EVAL_SEED_DEFAULT + 2
     with pytest.raises(ConfigError, match="eval_seed"):
         TrainConfig(eval_seed=TRAIN_SEED_MIN - 1, eval_episodes=8).validate()
-    env = make_env(to_dict(load_scenario("sjf-3", ["num_tasks=5"])), fixed_seed=10_001)
+    env = make_env(load_scenario("sjf-3", ["num_tasks=5"]).to_dict(), fixed_seed=10_001)
     _, info = env.reset()
     assert info["workload_seed"] == 10_001 and info["episode_end"] is False and info["agent_rewards"].shape == (3,)
 
@@ -618,7 +614,7 @@ def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
 # ---------------------------------------------------------------------------------------
 def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_path):
     from agents.policy.checkpoint import load_policy_checkpoint
-    from agents.training import training_envs
+    from agents.training.envs import training_envs
     from agents.training.loop import build_algorithm
     from agents.training.warmstart import init_from_checkpoint
 
@@ -644,7 +640,7 @@ def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_p
 
 @pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False)])
 def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
-    from agents.training import training_envs
+    from agents.training.envs import training_envs
     from agents.training.loop import build_algorithm
 
     spec = _spec(tmp_path, f"train.eval_action={action}")

@@ -15,7 +15,8 @@ import pytest
 from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
 
 from agents.evaluation.results import report_seeds
-from agents.evaluation.tuning import RECIPE, Candidate, TuningRow, parse_candidate, run_dir, summarise
+from agents.evaluation.ablations import RECIPE
+from agents.evaluation.tuning import Candidate, TuningRow, parse_candidate, run_dir, summarise
 from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

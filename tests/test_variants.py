@@ -14,11 +14,11 @@ import torch
 
 import train as train_cli
 from agents.evaluation.runner import POLICY_PATTERN
-from agents.policy import POLICY_VARIANTS, PolicyConfig, TapFingerPolicy
+from agents.policy.config import POLICY_VARIANTS, PolicyConfig
+from agents.policy.network import TapFingerPolicy
 from agents.policy.variants import (
     DEFAULT_VARIANT, ENCODER_KINDS, SELECTORS, VARIANT_NAMES, VARIANTS, PolicyVariant, get_variant,
 )
-from agents.training import policy_config_from
 from agents.training.config import DEVICES, VECTOR_KINDS, TrainConfig
 from envs import Simulator, load_scenario
 from envs.config import ConfigError
@@ -170,12 +170,12 @@ def test_policy_validates_on_construction_train_when_asked():
             TrainConfig.from_dict(bad)
 
 
-def test_policy_config_from_layers_a_checkpoint_base_and_overrides():
+def test_policy_config_from_dict_layers_a_checkpoint_base_and_overrides():
     base = PolicyConfig(variant="no-han", hidden=64).to_dict()
-    cfg = policy_config_from(base, {"heads": "8", "pointer_dim": 32.0})
+    cfg = PolicyConfig.from_dict(base, {"heads": "8", "pointer_dim": 32.0})
     assert (cfg.variant, cfg.hidden, cfg.heads, cfg.pointer_dim) == ("no-han", 64, 8, 32)
-    assert policy_config_from(None, {}) == PolicyConfig()
+    assert PolicyConfig.from_dict({}, {}) == PolicyConfig()
     with pytest.raises(ConfigError, match="unknown policy key 'width'; valid keys"):
-        policy_config_from(None, {"width": 3})
+        PolicyConfig.from_dict({}, {"width": 3})
     with pytest.raises(ConfigError, match=r"policy\.variant must be one of"):
-        policy_config_from(base, {"variant": "gnn"})
+        PolicyConfig.from_dict(base, {"variant": "gnn"})

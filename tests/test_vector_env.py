@@ -91,10 +91,9 @@ def _per_env_reference(cfg, keys):
 
     from tianshou.env import DummyVectorEnv
 
-    from agents.training import make_env
-    from envs.config import to_dict
+    from agents.training.envs import make_env
 
-    return DummyVectorEnv([functools.partial(make_env, to_dict(cfg), k) for k in keys])
+    return DummyVectorEnv([functools.partial(make_env, cfg.to_dict(), k) for k in keys])
 
 
 def _obs_equal(batch_obs, list_obs, keys) -> None:
@@ -192,8 +191,9 @@ def test_batch_collector_fills_the_buffer_like_the_stock_collector() -> None:
     from tianshou.data import Collector
     from tianshou.utils.torch_utils import policy_within_training_step
 
-    from agents.policy import PolicyConfig, TapFingerPolicy
-    from agents.training.tianshou_glue.algorithm import JointActorPolicy
+    from agents.policy.config import PolicyConfig
+    from agents.policy.network import TapFingerPolicy
+    from agents.training.tianshou_glue.algorithm import TianshouJointPolicy
     from agents.training.tianshou_glue.collector import BatchCollector
     from agents.training.vector_env import BatchVectorEnv
     from envs import load_scenario
@@ -208,7 +208,7 @@ def test_batch_collector_fills_the_buffer_like_the_stock_collector() -> None:
     results = []
     for batched in (True, False):
         env = BatchVectorEnv(cfg, B, seed_keys=keys) if batched else _per_env_reference(cfg, keys)
-        policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0])
+        policy = TianshouJointPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0])
         buf = BatchedReplayBuffer(64 * B, B) if batched else VectorReplayBuffer(64 * B, B)
         collector = (BatchCollector if batched else Collector)(policy, env, buf)
         torch.manual_seed(11)
@@ -240,7 +240,9 @@ def test_next_values_reuse_stored_observations(tmp_path, collect) -> None:
     import torch
     from tianshou.utils.torch_utils import policy_within_training_step
 
-    from agents.training import build_algorithm, make_collectors, prepare_run, training_envs
+    from agents.training.envs import training_envs
+    from agents.training.loop import build_algorithm, make_collectors
+    from agents.training.prepare import prepare_run
 
     spec = prepare_run("multi-3", ["num_tasks=10", "policy.hidden=16", "policy.pointer_dim=16",
                                    "policy.pointer_ffn=16", "train.collect_steps=150", "train.eval_episodes=1"],

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 import train as train_cli
-from agents.training import LAST, prepare_run, run_training
+from agents.training.checkpoints import LAST
+from agents.training.loop import run_training
+from agents.training.prepare import prepare_run
 from agents.training import progress as progress_mod
 from agents.training import validation_baselines as vb
 from agents.training.logger import (
@@ -161,7 +163,7 @@ def test_every_scalar_the_run_writes_carries_its_description(tiny_run):
 
 def test_the_baselines_are_drawn_beside_the_validation_curve_with_the_results_pages_figures(tiny_run):
     from agents.evaluation.curves import baseline_means, baseline_specs, read_validation
-    from agents.evaluation.results import VALIDATION_BASELINES
+    from agents.training.validation_baselines import VALIDATION_BASELINES
 
     run_dir = tiny_run.run_dir
     curve = [e.step for e in _events(run_dir).Scalars("test/mean_jct")]
@@ -249,7 +251,7 @@ def test_the_readme_lists_exactly_the_tags_a_run_writes(tiny_run):
 
 def test_the_validation_baselines_have_one_owner():
     from agents.evaluation.curves import DEFAULT_BASELINES
-    from agents.evaluation.results import VALIDATION_BASELINES
+    from agents.training.validation_baselines import VALIDATION_BASELINES
     from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
 
     assert VALIDATION_BASELINES == DEFAULT_BASELINES == vb.VALIDATION_BASELINES

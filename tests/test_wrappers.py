@@ -20,7 +20,7 @@ from networks.heads import allocation_mask as policy_allocation_mask
 torch.set_num_threads(1)
 
 # small allocation grid (A = 5 * 4) so every choice can be decoded; every task reaches every
-# cluster, so agents see the same tasks and claims matter; no start floor: the offer is the rules
+# cluster, so agents see the same tasks and claims matter; no start floor: ``feasible`` is the rules'
 SMALL = {"capacities": [[6, 4]], "per_task_max": [4, 3], "num_tasks": 30, "arrival_rate": 3,
          "connectivity.threshold": 0.0, "max_start_slowdown": 0}
 

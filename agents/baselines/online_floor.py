@@ -1,6 +1,6 @@
 """An online start floor: the scenario's ``max_start_slowdown`` without the duration oracle.
 
-The scenario's floor (:func:`envs.durations.start_gate`) holds a pending task back from an agent
+The scenario's start floor (:mod:`envs.durations`) holds a pending task back from an agent
 when, started with everything free there (``alloc_high``), it would take more than ``f`` times
 its fastest duration on that cluster. It reads the noise-free durations of the progress
 functions, which makes a floored policy oracle-informed. :class:`OnlineStartFloor` applies the
@@ -12,8 +12,8 @@ model's ``1/f(c, g)`` (steps per unit of progress).
 
 A type is held back only once its model rests on observations at ``min_points`` (default 2)
 distinct allocations, so that the rule acts on observed contrasts, not on the prior alone; until
-then the agents get the paper's offer for it. The agents' observation is built with the paper's
-offer (``ObservationBuilder(start_floor=0)``) and :meth:`OnlineStartFloor.mask` removes the held-back
+then no start floor applies to it. The agents' observation is built without the start floor
+(``ObservationBuilder(start_floor=0)``) and :meth:`OnlineStartFloor.mask` removes the held-back
 slots from its ``feasible``.
 """
 
@@ -25,7 +25,7 @@ from agents.baselines.optimus import OptimusScheduler
 from envs.config import ConfigError
 from envs.core import Simulator
 
-#: start-floor sources of a learned scheduler: the scenario's offer as the env builds it (the
+#: start-floor sources of a learned scheduler: the scenario's start floor as the env builds it (the
 #: duration oracle when ``max_start_slowdown > 0``), or :class:`OnlineStartFloor`
 START_FLOORS = ("scenario", "online")
 

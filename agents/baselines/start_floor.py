@@ -1,9 +1,9 @@
 """Any baseline behind the start floor a learned scheduler can be given.
 
-The floor holds a pending task back from a cluster while, started there at the cluster's free
-resources (``alloc_high = min(free, max_alloc)``), it would take more than ``factor`` times its
-fastest duration on that cluster. The policy gets it through its offer (the observation's
-``feasible``); a baseline gets it through :class:`StartFloorScheduler`, which hides the held-back
+The start floor (:mod:`envs.durations`) holds a pending task back from a cluster while, started
+there at the cluster's free resources (``alloc_high = min(free, max_alloc)``), it would take more
+than ``factor`` times its fastest duration on that cluster. The policy gets it through the
+observation's ``feasible``; a baseline gets it through :class:`StartFloorScheduler`, which hides the held-back
 pending slots from the wrapped scheduler for the length of one decision, so the comparison of a
 floored policy with the baselines is like for like.
 
@@ -17,10 +17,10 @@ Sources (:data:`agents.baselines.online_floor.START_FLOORS`):
     (:class:`~agents.baselines.online_floor.OnlineStartFloor`), which reads no oracle.
 
 The factor is the scenario's ``max_start_slowdown`` unless ``factor`` is given; with a factor of
-0 nothing is held back. Only the slowdown rule is applied: a task whose minimum does not fit the
+0 nothing is held back. Only the start floor is applied: a task whose minimum does not fit the
 free resources stays visible, so a preemptive baseline can still make room for it.
 
-From the command line a floor is a scheduler option: ``optimus:floor=online`` or
+From the command line the start floor is a scheduler option: ``optimus:floor=online`` or
 ``optimus:preemptive=false,floor=scenario,floor_factor=3`` (:func:`agents.baselines.make_scheduler`).
 """
 
@@ -54,7 +54,7 @@ class StartFloorScheduler:
         self.factor = None if factor is None else float(factor)
         self.held = 0  # pending slots held back so far in this episode
         self._online: OnlineStartFloor | None = None
-        self._gate: np.ndarray | None = None  # scenario source: (N, C1, G1, K + 1) slowdown part of the offer
+        self._gate: np.ndarray | None = None  # scenario source: (N, C1, G1, K + 1) held back by the start floor
 
     @property
     def preemptive(self) -> Any:
@@ -71,11 +71,11 @@ class StartFloorScheduler:
         if self.source == "online":
             self._online = OnlineStartFloor(factor)
             self._online.reset(sim)
-        else:  # held back by the slowdown rule alone: offered without it, refused with it
+        else:  # held back by the start floor alone: feasible without it, not with it
             self._gate = start_gate(sim.cfg, sim.functions, 0.0) & ~start_gate(sim.cfg, sim.functions, factor)
 
     def held_slots(self, sim: Simulator) -> np.ndarray:
-        """``(N, P)`` bool: the pending slots the floor holds back now."""
+        """``(N, P)`` bool: the pending slots the start floor holds back now."""
         pending = sim.pending
         visible = pending >= 0
         if self._online is not None:

@@ -14,24 +14,8 @@ from typing import Any, Sequence
 
 from envs.config import ScenarioConfig
 
-from .runner import (
-    DEFAULT_SEED_OFFSET,
-    POLICY_NAME,
-    EvaluationRun,
-    SchedulerSpec,
-    check_checkpoint,
-    checkpoint_names,
-    default_workers,
-    resolve_schedulers,
-    run_evaluation,
-)
-from .summary import TIMING_FIELDS, build_summary, format_table, t_interval
-
-__all__ = [
-    "DEFAULT_SEED_OFFSET", "POLICY_NAME", "TIMING_FIELDS", "EvaluationRun", "SchedulerSpec", "build_summary",
-    "check_checkpoint", "checkpoint_names", "default_workers", "evaluate_scenario", "format_table", "resolve_schedulers",
-    "run_evaluation", "t_interval", "write_outputs",
-]
+from .runner import EvaluationRun, SchedulerSpec, run_evaluation
+from .summary import build_summary
 
 
 def write_outputs(run: EvaluationRun, out: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -65,8 +49,8 @@ def evaluate_scenario(
     """Run every scheduler on every seed and write ``out``; returns (run, summary).
 
     ``cfg`` should already be the evaluation variant (:meth:`ScenarioConfig.for_evaluation`)
-    and ``specs`` come from :func:`resolve_schedulers` (which checks the checkpoints).
-    ``policy_batch``: episodes a policy runs in lockstep (:func:`run_evaluation`).
+    and ``specs`` come from :func:`.runner.resolve_schedulers` (which checks the checkpoints).
+    ``policy_batch``: episodes a policy runs in lockstep (:func:`.runner.run_evaluation`).
     """
     checkpoints = {}
     for spec in specs:

@@ -32,7 +32,8 @@ RECIPE = "recipe"
 @dataclass(frozen=True)
 class Ablation:
     """One change to the recipe: ``overrides`` for ``train.py``, ``floor`` for evaluation
-    (``scenario``: the env's offer from the true durations; ``online``: the policy's own estimates)."""
+    (where the start floor comes from: ``scenario``, the true durations; ``online``, the policy's own
+    estimates)."""
 
     name: str
     description: str
@@ -40,7 +41,7 @@ class Ablation:
     floor: str | None = None
 
 
-#: the start floor factor of the floor variants (the policy is offered a task only if it would
+#: the start floor's factor in the floor variants (a task is feasible for the policy only if it would
 #: finish within this many times its fastest duration with the free resources)
 FLOOR_FACTOR = 3
 #: the lost-claim penalty of the claim-penalty variant (``train.lost_claim_penalty``): about what a lost

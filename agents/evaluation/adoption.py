@@ -63,12 +63,12 @@ def _with_logs(src: Path, dst: Path) -> list[tuple[Path, Path]]:
 def plan_adoption(config: str, candidate: Candidate, old_name: str, runs: Path, recipe_runs: Path) -> AdoptionPlan:
     """Check that ``candidate`` can become ``config``'s recipe and return what that takes; the old
     recipe's seeds are to be kept as the candidate ``old_name``. Every problem is a :class:`ConfigError`."""
-    from agents.training import prepare_run
     from agents.training.config import split_overrides
-    from agents.training.prepare import config_differences, resolved_config
+    from agents.training.prepare import config_differences, prepare_run, resolved_config
     from agents.training.recipe_file import set_recipe_values, yaml_value
 
-    from .tuning import NAME_PATTERN, RECIPE
+    from .ablations import RECIPE
+    from .tuning import NAME_PATTERN
 
     if not NAME_PATTERN.match(old_name) or old_name in (RECIPE, candidate.name):
         raise ConfigError(f"--old-name {old_name!r}: one plain word, other than {RECIPE!r} and the candidate's name")

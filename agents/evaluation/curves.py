@@ -30,7 +30,7 @@ import numpy as np
 import yaml
 
 from agents.training.validation_baselines import VALIDATION_BASELINES, finite_mean
-from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
+from envs.config import ConfigError, ScenarioConfig
 
 from .plots import BOUND_STYLE, colours, pyplot, save_figure
 from .runner import SchedulerSpec
@@ -110,7 +110,7 @@ def read_validation(run_dir: Path) -> Validation:
     if not isinstance(raw_train, dict):
         raise ConfigError(f"{path}: 'train' must be a mapping")
     try:
-        scenario = from_dict(doc["scenario"])
+        scenario = ScenarioConfig.from_dict(doc["scenario"])
         train = TrainConfig.from_dict({k: raw_train[k] for k in EVAL_KEYS if k in raw_train})
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
@@ -178,9 +178,9 @@ def run_labels(run_dirs: Sequence[Path]) -> list[str]:
 def common_validation(run_dirs: Sequence[Path], validations: Sequence[Validation]) -> Validation:
     """The validation workloads every run shares; ConfigError when two runs differ."""
     first = validations[0]
-    ref = to_dict(first.scenario)
+    ref = first.scenario.to_dict()
     for run_dir, v in zip(run_dirs[1:], validations[1:]):
-        other = to_dict(v.scenario)
+        other = v.scenario.to_dict()
         keys = sorted(k for k in set(ref) | set(other) if ref.get(k) != other.get(k))
         if keys or v.seeds != first.seeds:
             why = f"scenario keys {', '.join(keys)}" if keys else "validation seeds"

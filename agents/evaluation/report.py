@@ -173,8 +173,8 @@ def target_table(entries: Sequence[ReportEntry]) -> list[str]:
         f"*≤ {BOUND_RATIO_TARGET:g}× bound*: each half of the target met (yes), not met (no) or undecided (–, one "
         "seed); *met*: both. Oracle baselines read the true task durations. *Closest baseline × bound*: the lowest ratio any baseline (oracle or not) "
         "reaches, i.e. how far the bound half of the target is from every classic scheduler. A policy "
-        "run with the scenario's `max_start_slowdown` (marked *floor f*) reads the true durations through "
-        "its offer, so it must also beat the best oracle baseline; *online floor f*: the same factor on "
+        "run with the scenario's start floor `max_start_slowdown` (marked *floor f*) reads the true durations "
+        "through it, so it must also beat the best oracle baseline; *online floor f*: the same factor on "
         "durations estimated in the episode (`--policy-floor online`), not an oracle.",
         "",
         f"| scenario | policy | best non-oracle | paired Δ | below it | best oracle | paired Δ | × bound "
@@ -241,7 +241,7 @@ def run_report(
     printed as it finishes.
     ``policy_action`` and ``policy_conflicts`` override how the checkpoints act and how their
     agents are reconciled (None: as each checkpoint says); ``policy_floor`` where their start
-    floor comes from (None: the scenario's offer); ``policy_batch`` how many episodes a
+    floor comes from (None: ``scenario``, from the true durations); ``policy_batch`` how many episodes a
     checkpoint runs in lockstep (:func:`~agents.evaluation.runner.run_evaluation`).
     ``on_checked()`` is called once the input is checked and ``out`` taken, before the first run.
     """

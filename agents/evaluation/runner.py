@@ -71,7 +71,7 @@ class SchedulerSpec:
     ``variant`` its policy variant, ``trained_on`` the scenario stored in it, ``action`` how
     it acts (:data:`~agents.policy.modes.EVAL_ACTIONS`),
     ``conflicts`` how its agents are reconciled (``bayes``, ``sequential`` or ``room``,
-    :data:`~agents.policy.conflict.CONFLICT_MODES`), ``start_floor`` where its start floor comes from
+    :data:`~agents.policy.modes.CONFLICT_MODES`), ``start_floor`` where its start floor comes from
     (``scenario`` or ``online``, :data:`~agents.baselines.online_floor.START_FLOORS`) and ``untrained``
     whether its weights were never updated (policies).
     """
@@ -167,13 +167,12 @@ def resolve_schedulers(
     list may name ``tapfinger`` (or a checkpoint's name) only when a checkpoint is given.
     Policies act by ``policy_action`` (:data:`~agents.policy.modes.EVAL_ACTIONS`), or None: each as its
     checkpoint says (:func:`~agents.policy.checkpoint.checkpoint_eval_action`); their agents are
-    reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.conflict.CONFLICT_MODES`), or None: as each
+    reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.modes.CONFLICT_MODES`), or None: as each
     checkpoint's ``policy.conflicts`` says; their start floor is ``policy_floor``
-    (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the offer the env builds).
+    (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the one the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
-    from agents.policy.conflict import CONFLICT_MODES
     from agents.policy.modes import EVAL_ACTIONS
 
     from agents.baselines.specs import all_schedulers, parse_scheduler_spec, split_scheduler_list

@@ -110,7 +110,7 @@ def recipe_differences(run: SeedRun) -> list[str]:
 
     import yaml
 
-    from agents.training import prepare_run
+    from agents.training.prepare import prepare_run
     from envs.config import ConfigError
 
     path = run.run_dir / CONFIG_FILE
@@ -212,7 +212,7 @@ def run_command(prog: str, run: Callable[[Any], int], args: Any) -> int:
     import warnings
 
     from envs.config import ConfigError
-    from envs.trace_fit import TraceError
+    from envs.trace_table import TraceError
 
     # torch-geometric warns about torch.jit.script when it is imported; nothing to act on here
     warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)

@@ -36,10 +36,10 @@ checkpoint):
   :data:`BOUND_RATIO_TARGET`, and ``met`` (both); ``best_baseline`` and
   ``best_baseline_bound_ratio``: the baseline closest to ``bound`` (oracle or not) and its ratio,
   which says whether the bound half of the target is within reach of any scheduler here. A
-  policy evaluated with the scenario's ``max_start_slowdown`` reads the true durations through
-  its offer (``policy_uses_oracle``) and must also beat the best oracle baseline
+  policy evaluated with the scenario's start floor (``max_start_slowdown``) reads the true durations
+  through it (``policy_uses_oracle``) and must also beat the best oracle baseline
   (``beats_best_oracle``) to meet the target; ``max_start_slowdown`` is recorded at the top level,
-  and ``start_floor`` (with a checkpoint): ``scenario`` (that oracle offer) or ``online`` (the same
+  and ``start_floor`` (with a checkpoint): ``scenario`` (that oracle start floor) or ``online`` (the same
   factor on durations the policy's scheduler estimates in the episode,
   :mod:`agents.baselines.online_floor`; such a policy does not read the true durations).
 """
@@ -53,7 +53,6 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from envs.config import to_dict
 from envs.scheduling import EpisodeResult
 
 from .runner import EvaluationRun
@@ -194,8 +193,8 @@ def target_check(schedulers: dict[str, Any], paired: dict[str, Any], oracle: Seq
 
     ``policies`` names the other learned policies of the run (further checkpoints): they are
     compared in ``paired`` but are not baselines, so the target never names one of them.
-    ``policy_oracle``: the policy itself reads the true durations (the scenario's
-    ``max_start_slowdown`` offer), so it is held to the oracle baselines too: ``met`` also needs
+    ``policy_oracle``: the policy itself reads the true durations (the scenario's start floor,
+    ``max_start_slowdown``), so it is held to the oracle baselines too: ``met`` also needs
     the paired interval below zero against the best oracle baseline (when one ran).
     """
     others = [n for n in paired if n in schedulers and n not in policies]
@@ -327,7 +326,7 @@ def run_metadata(run: EvaluationRun, extra: dict[str, Any] | None = None) -> dic
             "conflicts": int(sum(r.conflicts for r in res)),
             "invalid": int(sum(r.invalid for r in res)),
         }
-    doc = {"scenario": to_dict(run.cfg), "seeds": list(run.seeds), "schedulers": per}
+    doc = {"scenario": run.cfg.to_dict(), "seeds": list(run.seeds), "schedulers": per}
     doc.update(extra or {})
     return doc
 

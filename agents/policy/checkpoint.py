@@ -240,8 +240,6 @@ def save_policy_checkpoint(
     Every tensor is stored on the CPU (a checkpoint written by a CUDA run loads on a machine without
     CUDA, also with a plain ``torch.load(weights_only=True)``).
     """
-    from envs.config import to_dict as scenario_to_dict
-
     extra = dict(extra or {})
     clash = sorted(set(extra) & set(POLICY_KEYS))
     if clash:
@@ -250,7 +248,7 @@ def save_policy_checkpoint(
     data.update(
         model=policy.state_dict(),
         policy_config=policy.cfg.to_dict(),
-        scenario=scenario_to_dict(scenario_cfg),
+        scenario=scenario_cfg.to_dict(),
         obs_spec=spec_to_dict(policy.spec),
     )
     data = _on_cpu(data)
@@ -338,7 +336,6 @@ def load_policy_checkpoint(
     slots; same number of clusters for per-agent parameters, :attr:`PolicyConfig.tied_to_n`). Reads with :func:`read_checkpoint`
     (safe loading); every problem raises :class:`CheckpointError`.
     """
-    from envs.config import from_dict as scenario_from_dict
     from envs.observation import ObservationSpec
 
     from .config import PolicyConfig  # imported on first use: the network loads the graph networks
@@ -351,7 +348,7 @@ def load_policy_checkpoint(
     except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r}: bad policy_config: {exc}") from None
     try:
-        scen = scenario_from_dict(data["scenario"])
+        scen = ScenarioConfig.from_dict(data["scenario"])
     except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint {str(path)!r}: bad scenario: {exc}") from None
     spec = ObservationSpec.from_config(scen)

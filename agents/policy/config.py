@@ -32,7 +32,7 @@ class PolicyConfig(ConfigSection):
     agent's index to its cluster's embedding, as MAPPO feeds shared actors an agent id, so agents
     with alike observations can still learn to claim different tasks (an option beyond the paper;
     ties the policy to the scenario's N). ``conflicts``: how agents that want the same
-    task are reconciled (:data:`agents.policy.conflict.CONFLICT_MODES`): ``bayes`` (default, paper
+    task are reconciled (:data:`agents.policy.modes.CONFLICT_MODES`): ``bayes`` (default, paper
     eq. 11: independent choices, one winner per task, the others lose the step),
     ``sequential`` (agents choose in index order, each over the tasks no earlier agent started)
     or ``room`` (the same in order of decreasing free room, :func:`~agents.policy.sequential.room_order`).

@@ -29,7 +29,8 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-from .modes import CONFLICT_MODES, PRIORS, SEQUENTIAL_MODES  # noqa: F401 - re-exported: their home is modes.py
+from .modes import PRIORS
+
 _BIG = 1e18
 #: scores within this of the best, in log space, count as tied: the deterministic choice of a
 #: slot or an allocation (``agents.policy.noise``) and the winner of a contested task

@@ -44,8 +44,8 @@ from networks.mlp_encoder import MLPEncoder
 from networks.pointer import PointerNet
 
 from .config import PolicyConfig
-from .conflict import SEQUENTIAL_MODES, Generators, resolve_conflicts
-from .modes import COMPILE_MODES
+from .conflict import Generators, resolve_conflicts
+from .modes import COMPILE_MODES, SEQUENTIAL_MODES
 from .noise import ActNoise, draw_act_noise, first_argmax, gumbel_argmax, required_noise
 from .observations import OBS_DTYPES, free_fraction, free_resources, spec_dims
 from .outputs import ActOutput, PolicyDistributions, masked_joint_terms
@@ -368,13 +368,13 @@ class TapFingerPolicy(nn.Module):
         feats = self.alloc_head.features(enc.task, enc.cluster).float()  # (B, N, P, F)
         low, high = obs["pending_min"].long(), obs["alloc_high"].long()
 
-        def at(i: int | Tensor, slot: Tensor) -> Tensor:
+        def alloc_logp_at(i: int | Tensor, slot: Tensor) -> Tensor:
             idx = slot.view(-1, 1, 1)
             f = agent_entries(feats, i).gather(1, idx.expand(-1, 1, feats.shape[-1])).squeeze(1)
             lo = agent_entries(low, i).gather(1, idx.expand(-1, 1, 2)).squeeze(1)
             return F.log_softmax(self.alloc_head.logits(f, lo, agent_entries(high, i)), dim=-1)
 
-        return at
+        return alloc_logp_at
 
     @torch.no_grad()
     def probabilities(self, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:

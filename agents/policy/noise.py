@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .conflict import SEQUENTIAL_MODES, TIE_TOLERANCE, Generators, uniform
+from .conflict import TIE_TOLERANCE, Generators, uniform
+from .modes import SEQUENTIAL_MODES
 
 
 def first_argmax(logp: Tensor) -> Tensor:

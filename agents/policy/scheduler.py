@@ -1,4 +1,4 @@
-"""The ``tapfinger`` scheduler: a trained :class:`~agents.policy.TapFingerPolicy` behind the
+"""The ``tapfinger`` scheduler: a trained :class:`~agents.policy.network.TapFingerPolicy` behind the
 scheduler protocol of :mod:`envs.scheduling`, so it is evaluated exactly like the baselines.
 
 Each :meth:`TapFingerScheduler.decide` builds the observation of the simulator, runs the
@@ -59,12 +59,12 @@ class TapFingerScheduler:
     as the checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_action`),
     True for a policy object. ``argmax_allocation``: when sampling, take each agent's most likely
     allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it. ``conflicts``: run the policy's agents in this mode
-    (:data:`~agents.policy.conflict.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
-    weights serve either); None: as the policy's config says. ``start_floor``: ``scenario`` (the
-    offer as the env builds it: with the scenario's ``max_start_slowdown``, from the true
-    durations) or ``online`` (the paper's offer, then the same factor applied to durations
+    (:data:`~agents.policy.modes.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
+    weights serve either); None: as the policy's config says. ``start_floor``: where the start
+    floor (:mod:`envs.durations`) comes from: ``scenario`` (as the env builds it, the scenario's
+    ``max_start_slowdown`` on the true durations) or ``online`` (the same factor on durations
     estimated in the episode, :class:`~agents.baselines.online_floor.OnlineStartFloor`). ``own_builder``:
-    build observations with a builder of its own instead of the one shared per (spec, offer)
+    build observations with a builder of its own instead of the one shared per (spec, start floor)
     (for episodes that run interleaved, :meth:`decide_batch`: a shared builder would rebuild its
     per-workload tables at every switch).
     """
@@ -97,7 +97,7 @@ class TapFingerScheduler:
         self.start_floor = check_start_floor(start_floor)
         self.own_builder = bool(own_builder)
         self.spec: ObservationSpec | None = None
-        self.builder: ObservationBuilder | None = None  # shared per (spec, offer), as build_observation's
+        self.builder: ObservationBuilder | None = None  # shared per (spec, start floor), as build_observation's
         self.floor: OnlineStartFloor | None = None
         self.generator: torch.Generator | None = None
         #: this episode's coordination counts (:meth:`episode_stats`)
@@ -109,8 +109,8 @@ class TapFingerScheduler:
         self.spec = ObservationSpec.from_config(sim.cfg)
         check_compatible(self.policy, self.spec)
         online = self.start_floor == "online" and sim.cfg.max_start_slowdown > 0
-        offer = 0.0 if online else None  # the paper's offer, or the scenario's
-        self.builder = ObservationBuilder(self.spec, offer) if self.own_builder else self.spec.builder(offer)
+        factor = 0.0 if online else None  # 0: none in the builder (self.floor applies it); None: the scenario's
+        self.builder = ObservationBuilder(self.spec, factor) if self.own_builder else self.spec.builder(factor)
         self.floor = OnlineStartFloor(sim.cfg.max_start_slowdown) if online else None
         if self.floor is not None:
             self.floor.reset(sim)
@@ -118,8 +118,8 @@ class TapFingerScheduler:
         self.tally = CoordinationTally()
 
     def observe(self, sim: Simulator) -> dict[str, np.ndarray]:
-        """The observation the policy acts on (numpy, unbatched): the scenario's offer, or the
-        paper's with the online start floor's hold-back."""
+        """The observation the policy acts on (numpy, unbatched): ``feasible`` under the scenario's
+        start floor, or under none with the online start floor's hold-back."""
         if self.spec is None:
             self.reset(sim)
         raw = self.builder(sim)

@@ -1,8 +1,9 @@
 """Training runs: resolved configs, envs, tianshou trainer, logging, checkpoints, resume.
 
-:func:`prepare_run` turns a scenario, ``key=value`` overrides and CLI flags into a
-:class:`RunSpec` (scenario + policy + train config, run directory, optional checkpoint to
-resume); :func:`run_training` trains it with tianshou 2.0's on-policy trainer. One module per job:
+:func:`.prepare.prepare_run` turns a scenario, ``key=value`` overrides and CLI flags into a
+:class:`.run_spec.RunSpec` (scenario + policy + train config, run directory, optional checkpoint
+to resume); :func:`.loop.run_training` trains it with tianshou 2.0's on-policy trainer. Callers
+import each name from the module that owns it. One module per job:
 
 * :mod:`.config` -- :class:`TrainConfig` (the ``train:`` section) and the override rules; light
   (no torch), ``train.py``'s argument parser reads it;
@@ -36,10 +37,15 @@ resume); :func:`run_training` trains it with tianshou 2.0's on-policy trainer. O
 * :mod:`.checkpoints` -- ``last.pt``/``best.pt``: reading, writing, restoring a run;
 * :mod:`.logger` -- TensorBoard scalars through a subclass of tianshou's ``TensorboardLogger``
   that keeps only :data:`TENSORBOARD_KEEP` (``training/``, ``update/``, ``test/``);
-* :mod:`.session` -- the trainer callbacks: ``last.pt`` at the end of every epoch (tianshou's
-  ``save_checkpoint_fn``) and every ``save_every`` env steps, ``best.pt``, one line
-  ``step X: eval mean JCT Y (best Z at step S)`` per evaluation (tianshou's own ``test_reward``
-  line is off), ``system/*`` scalars (throughput, CPU/GPU utilisation of the machine);
+* :mod:`.callbacks` -- :class:`TrainerCallbacks`, the state tianshou's trainer callbacks share:
+  ``last.pt`` at the end of every epoch (tianshou's ``save_checkpoint_fn``) and every
+  ``save_every`` env steps, ``best.pt``, one line ``step X: eval mean JCT Y (best Z at step S)``
+  per evaluation (tianshou's own ``test_reward`` line is off), ``system/*`` scalars (throughput,
+  CPU/GPU utilisation of the machine);
+* :mod:`.progress` -- what a run shows between its evaluation lines (a bar or a status line);
+* :mod:`.validation_baselines` -- the baselines measured once per run on its validation workloads;
+* :mod:`.stagger` -- staggered starts of the training envs (``train.stagger_start``);
+* :mod:`.recipe_file` -- values written into a scenario YAML's recipe sections, its other lines kept;
 * :mod:`.warmstart` -- the warm starts of a fresh run: ``train.imitate`` and ``train.init_from``;
 * :mod:`.loop` -- :func:`run_training`: one tianshou *epoch* = one evaluation interval
   (:meth:`TrainConfig.epoch_plan`; the rounding of ``--steps`` is
@@ -49,34 +55,4 @@ Checkpoints are written with :func:`agents.policy.checkpoint.save_policy_checkpo
 ``policy_config``, ``scenario``, ``obs_spec``) plus ``optimizer``, ``counters``, ``rng``,
 ``train_config`` and ``return_scaler``; every value is a tensor or a plain Python value, and
 every read goes through :func:`agents.policy.checkpoint.read_checkpoint` (``weights_only=True``).
-
-The names below are re-exported here and imported on first use (:mod:`agents.lazy_exports`):
-importing a light submodule (:mod:`.config`) does not import torch or tianshou.
 """
-
-from __future__ import annotations
-
-from agents.lazy_exports import lazy_exports
-
-#: submodule -> the names this package re-exports from it
-_EXPORTS = {
-    "checkpoints": ("BEST", "CKPT_KEYS", "LAST", "load_checkpoint", "save_checkpoint"),
-    "config": ("TrainConfig",),
-    "envs": ("TrainingEnv", "batched_vector_env", "build_vector_env", "evaluation_envs", "evaluation_scenario",
-             "make_env", "ray_available", "require_ray", "training_envs", "training_scenario", "vector_kind"),
-    "logger": ("EVAL_MEAN_JCT_TAG", "TENSORBOARD_KEEP"),
-    "loop": ("EVAL_BUFFER_PER_ENV", "TrainingInterrupted", "TrainResult", "build_algorithm", "make_collectors",
-             "run_training"),
-    "monitor": ("SystemMonitor",),
-    "prepare": ("check_environment", "check_scenario", "config_yaml", "configure_process", "default_run_name",
-                "policy_config_from", "prepare_run", "read_scenario_file", "resolve_device", "resolved_config",
-                "write_config"),
-    "rng": ("rng_state", "seed_everything", "set_rng_state"),
-    "rundir": ("CONFIG_FILE",),
-    "run_spec": ("RunSpec",),
-    "stats": ("SchedulingCollectStats", "evaluation_score"),
-    "vector_env": ("SeedSchedule", "WorkerDied"),
-    "warmstart": ("log_warm_start", "warm_start"),
-}
-
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

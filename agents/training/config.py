@@ -3,7 +3,7 @@
 A training run is described by three sections, all saved (resolved) with every run:
 
 * ``scenario`` -- the :class:`~envs.config.ScenarioConfig` (``configs/<name>.yaml``);
-* ``policy``   -- the :class:`~agents.policy.PolicyConfig` of the network;
+* ``policy``   -- the :class:`~agents.policy.config.PolicyConfig` of the network;
 * ``train``    -- this module's :class:`TrainConfig` (PPO and run hyper-parameters).
 
 A scenario YAML may carry optional ``train:`` and ``policy:`` sections. Command-line
@@ -34,12 +34,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
 from envs.config import ConfigError, ScenarioConfig, parse_override
-from envs.config_section import (  # noqa: F401 - coerce and apply_values are re-exported for callers
+from envs.config_section import (
     ConfigSection,
-    apply_values,
     at_least,
     between,
-    coerce,
     greater_than,
     one_of,
     rule,
@@ -297,11 +295,6 @@ class TrainConfig(ConfigSection):
         return done + math.ceil(first / batch) * batch + (count - 1) * math.ceil(length / batch) * batch
 
 
-def apply_train_values(cfg: TrainConfig, values: Mapping[str, Any]) -> TrainConfig:
-    """Assign ``values`` to ``cfg`` (typed; unknown keys raise); validate with :meth:`TrainConfig.validate`."""
-    return cfg.apply(values)
-
-
 # ---------------------------------------------------------------------------------------
 # override routing
 # ---------------------------------------------------------------------------------------
@@ -320,7 +313,7 @@ NEAR_MISS_RATIO = 0.75
 
 def override_fields() -> dict[str, list[str]]:
     """The field names each override section takes: ``scenario`` (its top-level keys), ``train``, ``policy``."""
-    from agents.policy.config import PolicyConfig  # imported on first use: it loads the graph networks
+    from agents.policy.config import PolicyConfig  # imported on first use: it imports torch (networks.heads)
 
     return {section: [f.name for f in fields(cls)]
             for section, cls in (("train", TrainConfig), ("policy", PolicyConfig), ("scenario", ScenarioConfig))}

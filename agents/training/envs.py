@@ -21,7 +21,7 @@ import numpy as np
 from tianshou.env import DummyVectorEnv, SubprocVectorEnv
 
 from envs.batched import EPISODE_INFO, STEP_INFO
-from envs.config import ConfigError, ScenarioConfig, from_dict, to_dict
+from envs.config import ConfigError, ScenarioConfig
 from envs.gym_env import EdgeClustersEnv
 
 from .config import TrainConfig
@@ -105,7 +105,7 @@ def make_env(scenario: Mapping[str, Any], seed_key: Sequence[int] = (0,), fixed_
              stagger: bool = False) -> TrainingEnv:
     """Build one wrapped env from a scenario dict (picklable through ``functools.partial``);
     ``stagger``: its first episode starts at a staggered point (:mod:`agents.training.stagger`)."""
-    return TrainingEnv(EdgeClustersEnv(from_dict(scenario)), SeedSchedule(seed_key, fixed_seed),
+    return TrainingEnv(EdgeClustersEnv(ScenarioConfig.from_dict(scenario)), SeedSchedule(seed_key, fixed_seed),
                        stagger_rng(seed_key) if stagger else None)
 
 
@@ -143,7 +143,7 @@ def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int) ->
     if kind in ("batch", "ray"):
         return batched_vector_env(kind, scenario, train.envs, train.workers, train.ray_address, seed_keys=keys,
                                   stagger=train.stagger_start)
-    raw = to_dict(scenario)
+    raw = scenario.to_dict()
     return build_vector_env(kind, [functools.partial(make_env, raw, key, stagger=train.stagger_start) for key in keys])
 
 

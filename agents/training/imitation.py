@@ -12,7 +12,7 @@ re-sizing or pausing of running tasks), e.g. ``optimus:preemptive=false`` or ``m
 asked at every logical round, as the evaluation runner asks it, and each cluster's first start
 in its answer becomes that agent's part of the round's joint action (:mod:`envs.joint_action`);
 an agent it starts nothing on is void. Played through the env, these rounds reproduce the
-teacher's own episodes exactly (tested); with a scenario's ``max_start_slowdown`` a start on a
+teacher's own episodes exactly (tested); under a start floor (``max_start_slowdown``) a start on a
 slot the observation does not offer becomes void (:func:`offered_only`). DAgger rounds then let
 the cloned policy play and the teacher label the states the clone reaches, which corrects the
 drift of plain cloning.
@@ -44,7 +44,8 @@ from agents.baselines import make_scheduler
 from agents.baselines.specs import parse_scheduler_spec
 from agents.policy.observations import obs_to_torch
 from envs.config import ConfigError, ScenarioConfig
-from envs.gym_env import EdgeClustersEnv, episode_metrics
+from envs.gym_env import EdgeClustersEnv
+from envs.metrics import episode_metrics
 from envs.observation import KEYS
 
 from .gae import gae_advantages
@@ -93,7 +94,7 @@ def teacher_action(decision: Any, pending: np.ndarray, single: bool, gpu_axis: i
 
 def offered_only(action: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     """``action`` with every start of a slot the observation does not offer (``feasible`` 0:
-    the scenario's ``max_start_slowdown`` holds it back) made void: the agent's choices are the
+    the scenario's start floor holds it back) made void: the agent's choices are the
     offered slots, so that is the label it can follow."""
     held = (action[:, 1] > 0) & (feasible[np.arange(action.shape[0]), action[:, 0]] == 0)
     if not held.any():
@@ -227,7 +228,7 @@ def clone(
     vf_coef: float = 0.5,
     log: Callable[[int, float, float], None] | None = None,
 ) -> CloneResult:
-    """Fit ``policy`` (a :class:`~agents.policy.TapFingerPolicy`) to the demonstrations.
+    """Fit ``policy`` (a :class:`~agents.policy.network.TapFingerPolicy`) to the demonstrations.
 
     Adam on every parameter; minibatches drawn by a generator seeded with ``seed``.
     ``log(epoch, actor_loss, critic_loss)`` is called after each epoch.

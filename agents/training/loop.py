@@ -25,16 +25,16 @@ from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from . import rundir
+from .callbacks import TrainerCallbacks, earlier_devices
 from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .envs import evaluation_envs, evaluation_scenario, training_envs
 from .logger import BaselineScalars, RunLogger, RunWriter, custom_layout
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
-from .session import Session, earlier_devices
 from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
-from .tianshou_glue.trainer import GridTrainer
+from .tianshou_glue.trainer import ResumableOnPolicyTrainer
 from .validation_baselines import run_validation_baselines
 from .vector_env import WorkerDied
 from .warmstart import init_from_checkpoint, log_warm_start, warm_start
@@ -138,33 +138,34 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         cleanup.callback(baselines.close)
         if warm is not None:
             log_warm_start(writer, warm)
-        session = Session(spec, algorithm, net, writer, started=start, devices_before=devices_before,
-                          baselines=baselines)
-        cleanup.callback(session.progress.close)
+        callbacks = TrainerCallbacks(spec, algorithm, net, writer, started=start, devices_before=devices_before,
+                                     baselines=baselines)
+        cleanup.callback(callbacks.progress.close)
         if spec.fresh_dir:  # a new run directory: its baselines' lines start where it starts
-            session.log_baselines(spec.done_env_steps)
+            callbacks.log_baselines(spec.done_env_steps)
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
         train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
-        train_collector.set_on_step_hook(session.collect_step_fn)
-        params = trainer_params(spec, session, logger, train_collector, test_collector)
-        trainer = GridTrainer(algorithm, params, first_epoch_steps=t.interval_plan(spec.done_env_steps)[0])
-        session.trainer = trainer
+        train_collector.set_on_step_hook(callbacks.collect_step_fn)
+        params = trainer_params(spec, callbacks, logger, train_collector, test_collector)
+        trainer = ResumableOnPolicyTrainer(algorithm, params,
+                                           first_epoch_steps=t.interval_plan(spec.done_env_steps)[0])
+        callbacks.trainer = trainer
         if spec.resume is not None:
             set_rng_state(spec.resume["rng"])
         if not (spec.run_dir / LAST).is_file():  # a run always has something to resume from
-            session.save(LAST)
+            callbacks.save(LAST)
 
         # train (Ctrl-C and SIGTERM stop early), save last.pt, summarise
-        session.progress.start()
+        callbacks.progress.start()
         try:
             interrupted = _run(trainer)
         except WorkerDied as exc:
-            last = session.save(LAST)
-            raise WorkerDied(f"{exc}; saved {last} at env step {session.env_step()} "
+            last = callbacks.save(LAST)
+            raise WorkerDied(f"{exc}; saved {last} at env step {callbacks.env_step()} "
                              f"(resume with --resume {last})") from None
-        result = _finish(spec, session, start, interrupted)
+        result = _finish(spec, callbacks, start, interrupted)
     if interrupted:
         raise TrainingInterrupted(result)
     return result
@@ -175,15 +176,15 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     # imported on first use: the algorithm and agents.policy load the graph networks (torch-geometric)
     from agents.policy.network import TapFingerPolicy
 
-    from .tianshou_glue.algorithm import JointActorPolicy, MultiAgentPPO
+    from .tianshou_glue.algorithm import MultiAgentPPO, TianshouJointPolicy
 
     net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
     t = spec.train
     if t.compile:
         net.compile_passes(t.compile)
-    policy = JointActorPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
-                              deterministic_eval=t.eval_action == ARGMAX, precision=t.precision,
-                              argmax_allocation_eval=t.eval_action == SAMPLE_SLOT)
+    policy = TianshouJointPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
+                                 deterministic_eval=t.eval_action == ARGMAX, precision=t.precision,
+                                 argmax_allocation_eval=t.eval_action == SAMPLE_SLOT)
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),
@@ -242,34 +243,35 @@ def make_collectors(
 
 def trainer_params(
     spec: RunSpec,
-    session: Session,
+    callbacks: TrainerCallbacks,
     logger: RunLogger,
     train_collector: BatchCollector,
     test_collector: BatchCollector | None,
 ) -> OnPolicyTrainerParams:
-    """tianshou's on-policy trainer settings: one epoch per evaluation interval, the session's callbacks."""
+    """tianshou's on-policy trainer settings: one epoch per evaluation interval, the callbacks of
+    :class:`~agents.training.callbacks.TrainerCallbacks`."""
     t = spec.train
     n_steps = t.resolved_collect_steps()
     _, epoch_len, epochs = t.interval_plan(spec.done_env_steps)
     return OnPolicyTrainerParams(
         training_collector=train_collector,
         test_collector=test_collector,
-        max_epochs=session.completed_epochs + epochs,
+        max_epochs=callbacks.completed_epochs + epochs,
         epoch_num_steps=epoch_len,
         collection_step_num_env_steps=n_steps,
         collection_step_num_episodes=None if n_steps is not None else t.collect_episodes,
         update_step_num_repetitions=t.repeat,
         batch_size=t.batch_size,
         test_step_num_episodes=t.eval_episodes,
-        training_fn=session.training_fn,
-        test_fn=session.test_fn,
-        compute_score_fn=session.compute_score_fn,
-        save_best_fn=session.save_best_fn,
-        save_checkpoint_fn=session.save_checkpoint_fn,
+        training_fn=callbacks.training_fn,
+        test_fn=callbacks.test_fn,
+        compute_score_fn=callbacks.compute_score_fn,
+        save_best_fn=callbacks.save_best_fn,
+        save_checkpoint_fn=callbacks.save_checkpoint_fn,
         resume_from_log=spec.resume is not None,
         logger=logger,
         verbose=False,  # tianshou's "test_reward: ..." line; compute_score_fn prints ours
-        show_progress=False,  # its per-epoch bars; the session's RunProgress draws one bar over the run
+        show_progress=False,  # its per-epoch bars; the callbacks' RunProgress draws one bar over the run
     )
 
 
@@ -303,25 +305,25 @@ def _run(trainer: OnPolicyTrainer) -> bool:
     return False
 
 
-def _finish(spec: RunSpec, session: Session, start: float, interrupted: bool) -> TrainResult:
+def _finish(spec: RunSpec, callbacks: TrainerCallbacks, start: float, interrupted: bool) -> TrainResult:
     """Save ``last.pt`` and summarise the run."""
-    last = session.save(LAST)
+    last = callbacks.save(LAST)
     best = spec.run_dir / BEST
     result = TrainResult(
         run_dir=spec.run_dir,
-        env_steps=session.env_step(),
-        gradient_steps=int(session.algorithm.gradient_steps),
-        update_steps=int(session.algorithm.update_count),
-        epochs=session.completed_epochs,
-        best_mean_jct=session.best_mean_jct,
+        env_steps=callbacks.env_step(),
+        gradient_steps=int(callbacks.algorithm.gradient_steps),
+        update_steps=int(callbacks.algorithm.update_count),
+        epochs=callbacks.completed_epochs,
+        best_mean_jct=callbacks.best_mean_jct,
         last_path=last,
         best_path=best if best.is_file() else None,
         interrupted=interrupted,
         wall_s=time.perf_counter() - start,
-        best_env_step=session.best_env_step,
-        total_wall_s=session.wall_s(),
-        device="+".join(session.devices),
-        critic=session.algorithm.critic_health(),
+        best_env_step=callbacks.best_env_step,
+        total_wall_s=callbacks.wall_s(),
+        device="+".join(callbacks.devices),
+        critic=callbacks.algorithm.critic_health(),
     )
     write_result(spec, result)
     return result

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 class SystemMonitor:
     """Machine utilisation for ``system/*`` scalars (best effort, never raises).
 
-    One per run (:class:`~agents.training.session.Session`); CPU percentages cover the time
+    One per run (:class:`~agents.training.callbacks.TrainerCallbacks`); CPU percentages cover the time
     since the previous :meth:`sample` (machine-wide and this process, the latter can exceed 100
     with several threads).
     """

@@ -4,7 +4,7 @@
 collection and of the PPO update (encoder, pointer, allocation head, critic) under
 ``torch.autocast`` with bfloat16 matrix products; the parameters, their gradients, the
 optimiser state and every distribution computation (log-softmax, sampling, conflict
-resolution, the loss) stay float32 (:class:`~agents.policy.TapFingerPolicy` casts its logits
+resolution, the loss) stay float32 (:class:`~agents.policy.network.TapFingerPolicy` casts its logits
 and values to float32). Validation during training and ``evaluate.py`` run float32, so the
 checkpoint chosen as ``best.pt`` is chosen by what evaluation will measure.
 

@@ -10,39 +10,22 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 import yaml
 
 from agents.output_dirs import OutputWriteError
-from envs.config import ConfigError, ScenarioConfig, apply_overrides, from_dict, split_scenario_yaml, to_dict
+from agents.policy.config import PolicyConfig
+from envs.config import ConfigError, ScenarioConfig, apply_overrides, split_scenario_yaml
 
 from . import rundir
 from .checkpoints import LAST, load_checkpoint
-from .config import SplitOverrides, TrainConfig, apply_train_values, split_overrides
+from .config import SplitOverrides, TrainConfig, split_overrides
 from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
 from .malloc import configure_allocator
 from .run_spec import RunSpec
 from .rundir import CONFIG_FILE
-
-if TYPE_CHECKING:
-    from agents.policy.config import PolicyConfig
-
-
-def policy_config_from(base: Mapping[str, Any] | None, values: Mapping[str, Any]) -> PolicyConfig:
-    """A validated ``PolicyConfig``: the defaults, then ``base`` (a checkpoint's ``policy_config``),
-    then ``values``, assigned typed by :meth:`~envs.config_section.ConfigSection.from_dict`;
-    unknown keys, ill-typed values and failed checks raise :class:`ConfigError`."""
-    from agents.policy.config import PolicyConfig  # imported on first use: it loads the graph networks
-
-    return PolicyConfig.from_dict(base if base is not None else {}, values)
-
-
-def read_scenario_file(path_or_name: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """A scenario YAML (path or name in ``configs/``) split into (scenario, policy, train) dicts."""
-    _, raw, sections = split_scenario_yaml(path_or_name)
-    return raw, sections["policy"], sections["train"]
 
 
 def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -60,11 +43,6 @@ def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
-def default_run_name(scenario: ScenarioConfig, policy: PolicyConfig, train: TrainConfig) -> str:
-    """``<scenario>-<variant>-s<seed>-<time>-<random>`` (:func:`agents.training.rundir.default_run_name`)."""
-    return rundir.default_run_name(scenario.name, policy.variant, train.seed)
-
-
 def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
     """Fail early (ConfigError) on a scenario whose progress functions cannot be built.
 
@@ -73,7 +51,7 @@ def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
     worker process or run directory exists.
     """
     from envs.progress import build_progress_functions
-    from envs.trace_fit import TraceError
+    from envs.trace_table import TraceError
 
     try:
         build_progress_functions(scenario)
@@ -107,7 +85,8 @@ def prepare_run(
     ckpt = load_checkpoint(resume) if resume else None
 
     if config is not None:
-        scen_raw, pol_yaml, train_yaml = read_scenario_file(config)
+        _, scen_raw, sections = split_scenario_yaml(config)
+        pol_yaml, train_yaml = sections["policy"], sections["train"]
     elif ckpt is not None:
         scen_raw, pol_yaml, train_yaml = copy.deepcopy(dict(ckpt["scenario"])), {}, {}
     else:
@@ -118,22 +97,22 @@ def prepare_run(
     if variant is not None:
         pol_values["variant"] = variant
     # resuming: the checkpoint's architecture is the base for every key the user did not set
-    policy = policy_config_from(ckpt["policy_config"] if ckpt is not None else None, pol_values)
+    policy = PolicyConfig.from_dict(ckpt["policy_config"] if ckpt is not None else {}, pol_values)
 
     train = TrainConfig.from_dict(ckpt["train_config"]) if ckpt is not None else TrainConfig()
-    apply_train_values(train, train_yaml)
-    apply_train_values(train, flags)
-    apply_train_values(train, split.train)
+    train.apply(train_yaml)
+    train.apply(flags)
+    train.apply(split.train)
     train.validate()
-    scenario = training_scenario(from_dict(scen_raw), train)
+    scenario = training_scenario(ScenarioConfig.from_dict(scen_raw), train)
     check_scenario(scenario, train)
 
     if ckpt is not None:
         # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
         # before ``policy.conflicts`` existed resumes as ``bayes``, the behaviour it was trained with)
-        saved_scenario = to_dict(from_dict(copy.deepcopy(dict(ckpt["scenario"]))))
-        saved_policy = policy_config_from(ckpt["policy_config"], {}).to_dict()
-        problems = [f"scenario.{k}" for k in config_differences(to_dict(scenario), saved_scenario)]
+        saved_scenario = ScenarioConfig.from_dict(copy.deepcopy(dict(ckpt["scenario"]))).to_dict()
+        saved_policy = PolicyConfig.from_dict(ckpt["policy_config"]).to_dict()
+        problems = [f"scenario.{k}" for k in config_differences(scenario.to_dict(), saved_scenario)]
         problems += [f"policy.{k}" for k in config_differences(policy.to_dict(), saved_policy)]
         if problems:
             raise ConfigError(
@@ -157,7 +136,7 @@ def prepare_run(
     # the name it was saved under is its old run's, so only a name given now is used)
     if ckpt is not None and "run_name" not in {**train_yaml, **flags, **split.train}:
         train.run_name = None
-    name = train.run_name or default_run_name(scenario, policy, train)
+    name = train.run_name or rundir.default_run_name(scenario.name, policy.variant, train.seed)
     return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
                    run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None)
 
@@ -239,7 +218,7 @@ def check_environment(spec: RunSpec) -> torch.device:
 def resolved_config(spec: RunSpec) -> dict[str, Any]:
     """The run's resolved ``scenario``, ``policy`` and ``train`` sections as plain values (what
     ``config.yaml`` and every checkpoint hold, and ``train.py --print-config`` prints)."""
-    return {"scenario": to_dict(spec.scenario), "policy": spec.policy.to_dict(), "train": spec.train.to_dict()}
+    return {"scenario": spec.scenario.to_dict(), "policy": spec.policy.to_dict(), "train": spec.train.to_dict()}
 
 
 def config_yaml(spec: RunSpec) -> str:

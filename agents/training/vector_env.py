@@ -185,10 +185,8 @@ class _Shard:
 
     def __init__(self, scenario: dict[str, Any], lo: int, hi: int, seed_keys: Any, fixed_seeds: Any,
                  stagger: bool = False) -> None:
-        from envs.config import from_dict
-
-        self.env = BatchVectorEnv(from_dict(scenario), hi - lo, seed_keys=seed_keys, fixed_seeds=fixed_seeds,
-                                  stagger=stagger)
+        self.env = BatchVectorEnv(ScenarioConfig.from_dict(scenario), hi - lo, seed_keys=seed_keys,
+                                  fixed_seeds=fixed_seeds, stagger=stagger)
 
     def reset(self, ids: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         return self.env.reset_arrays(ids)
@@ -337,13 +335,11 @@ class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
         ray_address: str | None = None,
         stagger: bool = False,
     ) -> None:
-        from envs.config import to_dict
-
         if (seed_keys is None) == (fixed_seeds is None):
             raise ValueError("give exactly one of seed_keys (training) or fixed_seeds (evaluation)")
         self.env_num = int(num_envs)
         self.bounds = shard_bounds(self.env_num, workers)
-        raw = to_dict(scenario)
+        raw = scenario.to_dict()
         args = []
         for lo, hi in self.bounds:
             keys = None if seed_keys is None else [list(k) for k in seed_keys[lo:hi]]

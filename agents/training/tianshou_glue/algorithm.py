@@ -6,7 +6,7 @@ cluster ``[slot, allocation, lost flag]``. This module connects the
 lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per-agent GAE) and
 :mod:`agents.training.return_scale` (the value targets' scale).
 
-* :class:`JointActorPolicy` -- the tianshou ``Policy``: samples the joint action (Bayes
+* :class:`TianshouJointPolicy` -- the network as a tianshou ``Policy``: samples the joint action (Bayes
   conflict resolution included) with ``TapFingerPolicy.act``; outside training steps
   (evaluation) deterministic, or sampled with ``deterministic_eval=False``
   (``train.eval_action=sample``; ``sample-slot`` also sets ``argmax_allocation_eval``) from a
@@ -97,11 +97,11 @@ class CriticAdapter(nn.Module):
         return self.net.value(obs_to_torch(obs, module_device(self.net)))
 
 
-def _no_distribution(_: Any) -> None:  # pragma: no cover - JointActorPolicy.forward never calls it
-    raise RuntimeError("JointActorPolicy samples through TapFingerPolicy.act, not a torch distribution")
+def _no_distribution(_: Any) -> None:  # pragma: no cover - TianshouJointPolicy.forward does not call it
+    raise RuntimeError("TianshouJointPolicy samples through TapFingerPolicy.act, not a torch distribution")
 
 
-class JointActorPolicy(ProbabilisticActorPolicy):
+class TianshouJointPolicy(ProbabilisticActorPolicy):
     """tianshou policy over the joint action of all agents (see the module docstring)."""
 
     def __init__(
@@ -148,7 +148,7 @@ class JointActorPolicy(ProbabilisticActorPolicy):
         decisions ``evaluate.py`` takes on the same workloads."""
         seeds = info.get("workload_seed") if isinstance(info, Batch) else None
         if seeds is None:
-            raise RuntimeError("JointActorPolicy evaluates on envs whose info carries workload_seed "
+            raise RuntimeError("TianshouJointPolicy evaluates on envs whose info carries workload_seed "
                                "(agents.training.envs.evaluation_envs)")
         device = module_device(self.net)
         generators = []
@@ -227,7 +227,7 @@ class MultiAgentPPO(PPO):
     def __init__(
         self,
         *,
-        policy: JointActorPolicy,
+        policy: TianshouJointPolicy,
         optim: OptimizerFactory,
         eps_clip: float = 0.2,
         value_clip: bool = False,
@@ -290,7 +290,7 @@ class MultiAgentPPO(PPO):
 
     @property
     def net(self) -> nn.Module:
-        return cast(JointActorPolicy, self.policy).net
+        return cast(TianshouJointPolicy, self.policy).net
 
     @property
     def device(self) -> torch.device:

@@ -2,8 +2,8 @@
 
 tianshou 2.0.1 keeps the run's env-step counter and best score in private attributes
 (``Trainer._env_step``, ``Trainer._best_score``); :func:`trainer_env_step` reads the first and
-:class:`GridTrainer` resets the second. :class:`GridTrainer` also overrides the trainer's
-``reset``, ``execute_epoch`` and private ``_update_step``.
+:class:`ResumableOnPolicyTrainer` resets the second. :class:`ResumableOnPolicyTrainer` also
+overrides the trainer's ``reset``, ``execute_epoch`` and private ``_update_step``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def trainer_env_step(trainer: OnPolicyTrainer) -> int | None:
     return int(trainer._env_step) if hasattr(trainer, "_env_step") else None
 
 
-class GridTrainer(OnPolicyTrainer):
+class ResumableOnPolicyTrainer(OnPolicyTrainer):
     """tianshou's on-policy trainer that keeps a fresh run's evaluation grid across resumes.
 
     Its first epoch asks for ``first_epoch_steps`` env steps and every later one for
@@ -54,7 +54,7 @@ class GridTrainer(OnPolicyTrainer):
         if reset_collectors and test is not None:
             test.reset(reset_buffer=reset_collector_buffers)
         # tianshou starts from a score of 0 that the start-up evaluation replaces; scores are
-        # -mean JCT < 0, so the first evaluation must count as a new best (the session's
+        # -mean JCT < 0, so the first evaluation must count as a new best (the callbacks'
         # save_best_fn keeps the best over the whole run)
         self._best_score = -math.inf
 

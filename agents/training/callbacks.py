@@ -1,11 +1,11 @@
 """The state of one run shared by tianshou's trainer callbacks: counters, best score, saving.
 
-* ``last.pt`` is written at the end of every epoch (:meth:`Session.save_checkpoint_fn`), every
-  ``save_every`` env steps (:meth:`Session.training_fn`), and by the loop at the end of the run
+* ``last.pt`` is written at the end of every epoch (:meth:`TrainerCallbacks.save_checkpoint_fn`), every
+  ``save_every`` env steps (:meth:`TrainerCallbacks.training_fn`), and by the loop at the end of the run
   and on Ctrl-C; ``best.pt`` whenever the evaluation mean JCT improves on the best of the run
   (over resumes too);
 * every evaluation prints one line ``step X: eval mean JCT Y (best Z at step S)``
-  (:meth:`Session.compute_score_fn`; tianshou's own ``test_reward`` line is off);
+  (:meth:`TrainerCallbacks.compute_score_fn`; tianshou's own ``test_reward`` line is off);
 * ``system/*`` scalars (throughput, :class:`~agents.training.monitor.SystemMonitor`) and
   ``test/best_mean_jct`` go straight to the writer, the validation baselines (``baselines/*``) to
   their own TensorBoard run at the process's first env step and at every evaluation;
@@ -61,8 +61,8 @@ def earlier_devices(spec: RunSpec) -> list[str]:
         return []
 
 
-class Session:
-    """State shared by the trainer callbacks of one run (:meth:`save_checkpoint_fn`,
+class TrainerCallbacks:
+    """tianshou's trainer callbacks of one run and the state they share (:meth:`save_checkpoint_fn`,
     :meth:`training_fn`, :meth:`collect_step_fn`, :meth:`test_fn`, :meth:`compute_score_fn`,
     :meth:`save_best_fn`). ``baselines``: the validation baselines' scalars (None: none computed)."""
 
