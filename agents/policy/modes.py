@@ -10,11 +10,15 @@ PRIORS = ("paper", "code")
 #: (paper eq. 11: every agent chooses independently, ``agents.policy.conflict.resolve_conflicts``
 #: keeps one claim per task and the others lose the step), ``sequential`` (agents choose in index
 #: order and a task started by an earlier agent is masked for the later ones: no conflict can arise;
-#: :mod:`agents.policy.sequential`) or ``room`` (the same, agents ordered by decreasing free room of
-#: their clusters, ``agents.policy.sequential.room_order``)
-CONFLICT_MODES = ("bayes", "sequential", "room")
+#: :mod:`agents.policy.sequential`), ``room`` (the same, agents ordered by decreasing free room of
+#: their clusters, ``agents.policy.sequential.room_order``) or ``bayes-start`` (Bayes' rule among
+#: the claims that would start a task: every agent draws its allocation before the conflicts are
+#: resolved, and a claim with the void allocation stands aside instead of blocking the others)
+CONFLICT_MODES = ("bayes", "sequential", "room", "bayes-start")
 #: the modes in which agents choose one after another
 SEQUENTIAL_MODES = ("sequential", "room")
+#: the mode in which allocations are drawn before Bayes' rule and void claims do not compete
+BAYES_START = "bayes-start"
 #: the paper's mode: a policy acting in any other is a labelled option beyond the paper
 PAPER_CONFLICTS = "bayes"
 #: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,

@@ -45,7 +45,7 @@ from networks.pointer import PointerNet
 
 from .config import PolicyConfig
 from .conflict import Generators, resolve_conflicts
-from .modes import COMPILE_MODES, SEQUENTIAL_MODES
+from .modes import BAYES_START, COMPILE_MODES, SEQUENTIAL_MODES
 from .noise import ActNoise, draw_act_noise, first_argmax, gumbel_argmax, required_noise
 from .observations import OBS_DTYPES, free_fraction, free_resources, spec_dims
 from .outputs import ActOutput, PolicyDistributions, masked_joint_terms
@@ -224,7 +224,8 @@ class TapFingerPolicy(nn.Module):
         """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
 
         ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
-        resolve conflicts between agents that picked the same task, then sample the allocation;
+        resolve conflicts between agents that picked the same task, then sample the allocation
+        (``conflicts="bayes-start"``: the allocation first, and a void claim does not compete);
         the random draws (selection, conflict ties, allocation) are ``noise``
         (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors).
         With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
@@ -264,21 +265,32 @@ class TapFingerPolicy(nn.Module):
             low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
             key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
             active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
+            if self.cfg.conflicts == BAYES_START:  # allocations first: a void claim does not compete
+                al_logp, alloc = self._draw_allocation(obs, enc, sel, deterministic, noise)
+                active = active & (alloc > 0)
             conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior,
                                          tie=required_noise(noise, "tie"))
             lost, posterior = conflict.lost, conflict.posterior
         else:
             lost = action[..., 2].bool()
         if alloc is None:
-            al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
             if action is None:
-                argmax = deterministic or (noise is not None and noise.allocation is None)  # sample-slot: argmax allocation
-                alloc = first_argmax(al_logp) if argmax else gumbel_argmax(al_logp, required_noise(noise, "allocation"))
+                al_logp, alloc = self._draw_allocation(obs, enc, sel, deterministic, noise)
             else:
+                al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
                 alloc = action[..., 1]
         lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
         log_prob, entropy = masked_joint_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
         return sel, alloc, lost, log_prob, entropy, skip, posterior
+
+    def _draw_allocation(self, obs: Mapping[str, Tensor], enc: EncoderOutput, sel: Tensor, deterministic: bool,
+                         noise: ActNoise | None) -> tuple[Tensor, Tensor]:
+        """Each agent's allocation log-probabilities ``(B, N, A)`` at its slot ``sel`` and the
+        allocation drawn from them: the argmax when acting deterministically or without allocation
+        noise (``sample-slot``), else a sample by the noise's allocation draws."""
+        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
+        argmax = deterministic or (noise is not None and noise.allocation is None)
+        return al_logp, first_argmax(al_logp) if argmax else gumbel_argmax(al_logp, required_noise(noise, "allocation"))
 
     # ------------------------------------------------------------------ public API
     def act(
