@@ -769,6 +769,12 @@ class BatchedEdgeClusters:
             "length": self._logical[rows].astype(np.float64),
         }
 
+    def running_mean_jct(self) -> np.ndarray:
+        """Per environment, the mean JCT of its current episode so far (:func:`envs.metrics.mean_jct`
+        at the current real step: unfinished arrived tasks count their time until now; NaN where no
+        task has arrived yet)."""
+        return self._metrics(np.arange(self.num_envs))["mean_jct"]
+
     def episode_metrics(self, env_id: int) -> dict[str, Any]:
         """:func:`envs.metrics.episode_metrics` of that environment (the same keys and values)."""
         b = int(env_id)
@@ -813,6 +819,7 @@ class BatchedEdgeClusters:
             "gpu": self._first_alloc[sl, 1].copy(),
             "avg_cpu": np.where(start >= 0, alloc_time[:, 0] / span, 0.0),
             "avg_gpu": np.where(start >= 0, alloc_time[:, 1] / span, 0.0),
+            "switches": np.zeros(n, dtype=np.int64),  # a placement is never re-sized here
         }
 
     def state_of(self, env_id: int) -> dict[str, Any]:

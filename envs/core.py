@@ -150,6 +150,9 @@ class Simulator:
         self.first_alloc = np.zeros((T, 2), dtype=np.int64)  # allocation at start
         self.alloc_time = np.zeros((T, 2), dtype=np.int64)  # sum of allocation over running steps
         self.attained_gpu = np.zeros(T, dtype=np.int64)  # GPU-steps received (for LAS schedulers)
+        #: real steps a task ran at an allocation other than its previous step's (a resume after a pause
+        #: included): each pays the switching overhead when ``switch_overhead < 1``
+        self.switches = np.zeros(T, dtype=np.int64)
         self.progress = np.zeros(T, dtype=np.float64)
         self.free = self.capacity.copy()
         self.waiting: list[list[int]] = [[] for _ in range(N)]
@@ -351,6 +354,7 @@ class Simulator:
         p = self.progress[ids]
         last = self.last_alloc[ids]
         gain = self.progress_step.gain(types, c, g, p, last[:, 0], last[:, 1], self.rng_noise.random)
+        self.switches[ids] += ((c != last[:, 0]) | (g != last[:, 1])) & ((c > 0) | (g > 0))
         p = p + gain
         self.progress[ids] = p
         self.alloc_time[ids] += alloc
@@ -406,6 +410,7 @@ class Simulator:
             "gpu": self.first_alloc[:n, 1].copy(),
             "avg_cpu": np.where(self.start[:n] >= 0, self.alloc_time[:n, 0] / span, 0.0),
             "avg_gpu": np.where(self.start[:n] >= 0, self.alloc_time[:n, 1] / span, 0.0),
+            "switches": self.switches[:n].copy(),
         }
 
     def usage_series(self) -> np.ndarray:

@@ -22,7 +22,7 @@ from gymnasium import spaces
 from .config import ConfigError, ScenarioConfig, apply_overrides, load_scenario
 from .core import Simulator
 from .joint_action import StepReport, apply_joint_action, needs_advance
-from .metrics import episode_info
+from .metrics import episode_info, episode_metrics
 from .observation import KEYS, ObservationBuilder, ObservationSpec
 from .progress import build_progress_functions
 
@@ -196,6 +196,13 @@ class EdgeClustersEnv(gymnasium.Env):
             self._over = True
             info.update(episode_info(sim))
         return self._builder(sim), reward, terminated, truncated, info
+
+    @property
+    def running_mean_jct(self) -> float:
+        """The current episode's mean JCT so far: finished tasks' JCT and the time arrived unfinished
+        ones have spent until now (:func:`envs.metrics.episode_metrics`); NaN before any task arrived
+        or before the first reset."""
+        return float("nan") if self.sim is None else float(episode_metrics(self.sim)["mean_jct"])
 
     def render(self) -> None:  # no render modes
         return None

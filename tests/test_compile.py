@@ -12,7 +12,7 @@ import torch
 
 from agents.policy.config import PolicyConfig
 from agents.policy.conflict import resolve_conflicts
-from agents.policy.modes import COMPILE_MODES, CONFLICT_MODES
+from agents.policy.modes import COMPILE_MODES, CONFLICT_MODES, SEQUENTIAL_MODES
 from agents.policy.network import TapFingerPolicy
 from agents.training.config import TrainConfig
 from envs import load_scenario
@@ -108,7 +108,7 @@ def test_acting_draws_its_noise_up_front(pair, conflicts):
         a = pol.act(batch, deterministic=deterministic, generator=torch.Generator().manual_seed(11))
         noise = pol.draw_noise(batch, deterministic, torch.Generator().manual_seed(11))
         assert (noise.selection is None) == deterministic == (noise.allocation is None)
-        assert (noise.tie is None) == (conflicts != "bayes")
+        assert (noise.tie is None) == (conflicts in SEQUENTIAL_MODES)
         if not deterministic:
             assert noise.selection.shape == (B, N, P) and noise.allocation.shape[:2] == (B, N)
         with torch.inference_mode():

@@ -108,16 +108,20 @@ def test_summary_schema_and_table(outputs):
     from agents.baselines.specs import all_schedulers
 
     # no checkpoint: no reduction, paired differences or target
-    assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle", "max_start_slowdown"}
+    assert set(summary) == {"scenario", "seeds", "schedulers", "bound", "oracle", "max_start_slowdown", "switch_overhead"}
     assert summary["oracle"] == [n for n in available_schedulers() if n in ORACLE_BASELINES]
     assert summary["scenario"] == "synthetic-3"
     assert summary["seeds"] == list(range(OFFSET, OFFSET + SEEDS))
     assert list(summary["schedulers"]) == all_schedulers()
     assert "optimus:preemptive=false" in summary["schedulers"]  # a non-oracle baseline of the target
     keys = {"mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system", "cpu_util", "gpu_util",
-            "decision_ms", "conflicts", "coordination"}
+            "decision_ms", "conflicts", "switches", "switch_share", "coordination"}
+    preemptive = {"tiresias", "optimus", "pd-preemptive"}  # the baselines that re-size running tasks
     for name, s in summary["schedulers"].items():
         assert set(s) == keys, name
+        # only a preemptive scheduler re-sizes a running task, and the table says how often under a switching overhead
+        assert (s["switches"] > 0) == (name in preemptive) and 0.0 <= s["switch_share"] <= 1.0, name
+        assert (f"switching of {name}: " in stdout) == (name in preemptive), name
         assert s["conflicts"] == 0.0, name  # centralised baselines never claim a task twice
         assert s["coordination"] is None, name  # only a learned policy's agents claim on their own
         assert s["ci95"][0] <= s["ci95"][1]

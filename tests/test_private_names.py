@@ -11,7 +11,7 @@ where ``X`` is a project module other than the importing one. Dunder names (``__
 allowed, and so is a module reaching its own names. A helper two modules share is public, named for
 what it does; tests may still reach private helpers to test them (they are not scanned).
 
-Run as a script (``python tests/test_private_names.py``) to print the uses, if any.
+Run as a module from the project root (``python -m tests.test_private_names``) to print the uses, if any.
 """
 
 from __future__ import annotations
@@ -20,20 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("envs", "networks", "agents")
-
-
-def project_modules(root: Path = ROOT) -> dict[str, Path]:
-    """Dotted name -> source file of every module of :data:`PACKAGES` (a package is its ``__init__``)."""
-    out = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = path
-    return out
+from tests.test_import_graph import ROOT, project_modules
 
 
 def scanned_files(root: Path = ROOT) -> dict[str, Path]:

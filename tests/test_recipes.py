@@ -364,3 +364,16 @@ def test_the_machine_options_below_one_are_one_line_errors(name):
     setattr(args, name, 0)
     with pytest.raises(ConfigError, match=f"--{name} must be >= 1, got 0"):
         machine_device(args)
+
+
+def test_a_page_names_every_option_beyond_the_paper_its_recipe_uses():
+    from agents.evaluation.results import recipe_text
+    from agents.training.config import PAPER_METHOD, options_beyond_the_paper
+
+    paper = {"train": {}, "policy": {"shared_actors": False}}
+    assert options_beyond_the_paper(paper) == [] and "no option beyond it" in recipe_text(paper)
+    shared = options_beyond_the_paper({"train": {}, "policy": {}})  # the default: one actor for every agent
+    assert shared == [PAPER_METHOD["policy.shared_actors"][1]]
+    text = recipe_text({"train": {"stagger_start": True, "lost_claim_penalty": 4.0},
+                        "policy": {"shared_actors": False, "conflicts": "room"}})
+    assert "staggered starts" in text and "a penalty of 4.0" in text and "`room`" in text and "shared" not in text

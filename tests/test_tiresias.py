@@ -205,6 +205,8 @@ def test_two_equal_tasks_ping_pong_on_one_gpu_and_every_resume_pays_the_switch(m
     assert log == [([(0, 0, 2, 1)], {}), ([], {}), ([(0, 1, 2, 1)], {0: {0: (0, 0)}}), ([], {}),
                    *[([], turn[k % 2]) for k in range(7)], ([], {0: {1: (2, 1)}})]
     assert sim.finish.tolist() == [11, 12] and sim.attained_gpu.tolist() == [6, 6]
+    # the resumes are the switches (a start is none): task 0 at 4, 6, 8, 10; task 1 at 5, 7, 9, 11
+    assert sim.records()["switches"].tolist() == [4, 4]
     # without the overhead the same ping-pong finishes at 7 and 8; without preemption task 0 runs to
     # completion first (4) and task 1 then runs its 4 steps (8): the pauses alone cost task 0 three steps
     free = ping_pong_sim(monkeypatch, 1.0)
@@ -212,4 +214,4 @@ def test_two_equal_tasks_ping_pong_on_one_gpu_and_every_resume_pays_the_switch(m
     assert free.finish.tolist() == [7, 8]
     fifo = ping_pong_sim(monkeypatch, 0.5)
     drive(fifo, TiresiasScheduler(preemptive=False))
-    assert fifo.finish.tolist() == [4, 8]
+    assert fifo.finish.tolist() == [4, 8] and fifo.records()["switches"].tolist() == [0, 0]

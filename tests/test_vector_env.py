@@ -103,6 +103,7 @@ def _obs_equal(batch_obs, list_obs, keys) -> None:
 
 @pytest.mark.parametrize("scenario", ["synthetic-3", "hetero-6", "testbed-3"])
 def test_batch_vector_env_matches_per_env_wrappers(scenario: str) -> None:
+    from agents.training.envs import running_mean_jct
     from agents.training.vector_env import BatchVectorEnv
     from envs import load_scenario
     from envs.batched import EPISODE_INFO, STEP_INFO, random_valid_actions
@@ -132,6 +133,9 @@ def test_batch_vector_env_matches_per_env_wrappers(scenario: str) -> None:
             np.testing.assert_allclose(np.asarray(info[key], float), [float(d[key]) for d in ref_info], rtol=1e-12,
                                        err_msg=key)
         np.testing.assert_array_equal(info.agent_rewards, np.stack([d["agent_rewards"] for d in ref_info]))
+        # the episodes in progress: the same mean JCT so far from both kinds (training/running_mean_jct)
+        np.testing.assert_allclose(ours.running_mean_jct(), ref.get_env_attr("running_mean_jct"), rtol=1e-12)
+        assert running_mean_jct(ours) == pytest.approx(running_mean_jct(ref), rel=1e-12)
         done = np.flatnonzero(term | trunc)
         if done.size:  # what tianshou's Collector does on episode ends
             episodes += done.size
@@ -173,6 +177,7 @@ def test_sharded_process_env_matches_single_process_on_any_id_order() -> None:
                 state[k][ids] = np.asarray(b[k])
             np.testing.assert_array_equal(ra, rb)
             np.testing.assert_array_equal(fa.ep_mean_jct, fb.ep_mean_jct)
+            np.testing.assert_array_equal(sharded.running_mean_jct(), one.running_mean_jct())
             done = ids[np.flatnonzero(tb | ub)]
             if done.size:
                 a, _ = sharded.reset(done)
@@ -261,3 +266,28 @@ def test_next_values_reuse_stored_observations(tmp_path, collect) -> None:
     assert reused.shape == direct.shape == (len(indices), 3)
     torch.testing.assert_close(reused, direct, rtol=1e-5, atol=1e-5)
     envs.close()
+
+
+def test_the_running_mean_jct_is_the_episode_so_far() -> None:
+    """Before any arrival there is none; mid-episode each env's value is its episode metrics' mean JCT
+    at that real step (unfinished tasks counted until now), and it only grows while nothing finishes."""
+    from agents.training.envs import running_mean_jct
+    from agents.training.vector_env import BatchVectorEnv
+    from envs import load_scenario
+    from envs.batched import random_valid_actions
+    from envs.observation import KEYS
+
+    cfg = load_scenario("synthetic-3", ["num_tasks=30"])
+    env = BatchVectorEnv(cfg, 3, seed_keys=[(5, 0, i) for i in range(3)])
+    obs, _ = env.reset()
+    first = env.running_mean_jct()
+    assert first.shape == (3,)
+    rng = np.random.default_rng(0)
+    g1 = env.batched.obs_spec.alloc_dims[1]
+    for _ in range(12):
+        obs, *_ = env.step(random_valid_actions({k: np.asarray(obs[k]) for k in KEYS}, g1, rng))
+    values = env.running_mean_jct()
+    expected = [env.batched.episode_metrics(b)["mean_jct"] for b in range(3)]
+    np.testing.assert_allclose(values, expected, rtol=1e-12)
+    assert np.isfinite(values).all() and (values >= 1.0).all()
+    assert running_mean_jct(env) == pytest.approx(float(np.mean(values)))

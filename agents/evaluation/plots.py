@@ -10,6 +10,8 @@ Each scheduler keeps one colour in every plot; the learned policies are drawn th
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +54,20 @@ def _title(run: EvaluationRun) -> str:
 
 def save_figure(fig: Any, path: Path) -> Path:
     """Write ``fig`` to ``path`` (tight layout, 120 dpi, no software stamp: the same bytes each run),
-    close it and return ``path``."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, metadata={"Software": None})
+    atomically (a reader sees the old file or the new one, never a part), close it and return ``path``."""
     import matplotlib.pyplot as plt
 
-    plt.close(fig)
+    path = Path(path)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, metadata={"Software": None}, format=path.suffix.lstrip(".") or None)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 

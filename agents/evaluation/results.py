@@ -33,6 +33,7 @@ import numpy as np
 
 from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
 from agents.json_files import json_safe, write_json
+from agents.training.config import options_beyond_the_paper
 from agents.training.validation_baselines import VALIDATION_BASELINES, best_baseline
 from envs.config import ScenarioConfig
 
@@ -46,6 +47,7 @@ from .summary import (
     target_check,
     write_rows_csv,
 )
+from .switching import read_switching, switching_command, switching_sentence
 from .tuning import TUNING_DIR
 
 #: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (issue target)
@@ -366,6 +368,14 @@ def write_csv(path: Path, rows: Sequence[SeedRow], rival: str | None) -> Path:
     return write_rows_csv(path, [{**asdict(row), "validation_rival": rival} for row in rows], CSV_FIELDS)
 
 
+def recipe_text(recipe: Mapping[str, Mapping[str, Any]]) -> str:
+    """The page's sentence on what its recipe does beyond the paper's method (labelled options)."""
+    beyond = options_beyond_the_paper(recipe)
+    if not beyond:
+        return "The recipe is the paper's method, with no option beyond it."
+    return "The recipe is the paper's method with these options beyond it: " + "; ".join(beyond) + "."
+
+
 def _rival_text(r: RecipeResults) -> str:
     """The sentence above a page's table that names the validation rival (what "beat rival" counts to)."""
     if r.validation_rival is None:
@@ -464,9 +474,10 @@ def paper_markdown(results: RecipeResults) -> list[str]:
     return lines
 
 
-def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) -> str:
-    """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines, the verdicts,
-    and a link to ``tuning_page`` (the recipe's changes measured on validation) when there is one."""
+def scenario_markdown(results: RecipeResults, tuning_page: str | None = None, switching: str | None = None) -> str:
+    """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines (and
+    ``switching``, the sentence on why tiresias is slow, :mod:`.switching`, when measured), the
+    verdicts, and a link to ``tuning_page`` (the recipe's changes measured on validation) when there is one."""
     r = results
     seeds = r.heldout_seeds
     lines = [
@@ -479,6 +490,8 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         f"Held-out workloads {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, only reported); each seed's `best.pt` was "
         f"chosen on the validation workloads {r.validation_seeds[0]}..{r.validation_seeds[-1]}. Mean JCT in real "
         "steps; paired Δ = policy − baseline per workload, mean and 95% t-interval (below zero: the policy is faster).",
+        "",
+        recipe_text(r.recipe),
         "",
         _rival_text(r),
         "",
@@ -516,6 +529,8 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None) ->
         ci = b["ci95"]
         half = None if ci[0] is None else (ci[1] - ci[0]) / 2
         lines.append(f"| {name}{tag} | {_fmt(b['mean_jct'])} ± {_fmt(half)} |")
+    if switching:
+        lines += ["", switching]
     if r.diagnosis:
         lines += ["", *diagnosis_markdown(r.diagnosis, r.conflict_counterfactual)]
     vb = ", ".join(f"{k} {_fmt(v, 3)}" for k, v in r.validation_baselines.items())
@@ -538,10 +553,14 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
 
 
 def write_scenario_page(out: Path, results: RecipeResults) -> Path:
-    """``<scenario>.md`` under ``out``, linking the tuning page when there is one."""
+    """``<scenario>.md`` under ``out``, linking the tuning page and saying the switching measurements
+    (:mod:`.switching`) when there are some."""
     md = out / f"{results.scenario}.md"
     tuning = out / TUNING_DIR / f"{results.scenario}.md"
-    md.write_text(scenario_markdown(results, f"{TUNING_DIR}/{tuning.name}" if tuning.is_file() else None))
+    switching = read_switching(out, results.scenario)
+    md.write_text(scenario_markdown(results, f"{TUNING_DIR}/{tuning.name}" if tuning.is_file() else None,
+                                    switching_sentence(switching, switching_command(results.scenario))
+                                    if switching else None))
     return md
 
 

@@ -33,6 +33,8 @@ from envs.core import Simulator
 from envs.progress import ProgressFunction, build_progress_functions
 from envs.scheduling import EpisodeResult, run_episode, run_episodes_batched
 
+from .memory import check_evaluation_memory
+
 #: first evaluation workload seed by default; training draws its workload seeds from
 #: ``[1_000_000, 2**62)`` and its in-training validation uses ``10_000 + j``, so
 #: ``100_000 .. 100_000 + K - 1`` never overlaps either for K < 900_000.
@@ -395,7 +397,8 @@ def run_evaluation(
     episodes, one batched forward pass per decision round (:func:`seed_groups`; ``None``: split
     evenly over the workers; 1: one episode at a time); baselines run one seed per job. The
     results are the same either way. ``progress`` shows a tqdm bar on stderr.
-    Errors in a job (e.g. :class:`ConfigError`) propagate after the pool is shut down.
+    Errors in a job (e.g. :class:`ConfigError`) propagate after the pool is shut down; a plan beyond
+    the machine's memory is refused before any job starts (:mod:`.memory`).
     """
     specs, seeds = list(specs), [int(s) for s in seeds]
     if not seeds:
@@ -406,6 +409,7 @@ def run_evaluation(
     groups = seed_groups(seeds, policy_batch, workers)
     jobs = [(i, group) for i, spec in enumerate(specs) for group in (groups if spec.is_policy else [(s,) for s in seeds])]
     workers = min(workers, len(jobs))
+    check_evaluation_memory(cfg, [len(g) for g in groups], any(s.is_policy for s in specs), workers)
     from tqdm import tqdm
 
     bar = tqdm(total=len(specs) * len(seeds), desc=f"{cfg.name}", unit="run", disable=not progress, leave=False)

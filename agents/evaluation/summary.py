@@ -17,6 +17,10 @@ Definitions (what ``summary.json`` holds per scheduler):
   every real step of every seed.
 * ``decision_ms``: wall-clock milliseconds of decisions per real step, mean over seeds
   (a timing: it differs between runs).
+* ``switches``: per started task, the real steps it ran at an allocation other than its previous
+  step's (a resume after a pause included; each pays the scenario's switching overhead), mean over
+  started tasks of all seeds; ``switch_share``: those steps over all real steps the started tasks
+  spent in the system after starting (0 for a scheduler that never re-sizes a running task).
 * ``conflicts``: claims lost to another agent's claim on the same task, per episode (mean over
   seeds; 0 for the centralised baselines, and for a policy whose agents choose one after
   another, ``policy.conflicts=sequential`` or ``room``).
@@ -124,9 +128,33 @@ def scheduler_stats(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     out["conflicts"] = float(np.mean([r.conflicts for r in results]))
     waits = np.concatenate([r.wait for r in results]).astype(np.float64)
     out["mean_wait"] = float(waits.mean()) if waits.size else None
+    out.update(switching_stats(results))
     out["coordination"] = coordination_stats(results)
     return {k: out[k] for k in ("mean_jct", "median_jct", "p90_jct", "ci95", "mean_wait", "mean_tasks_in_system",
-                                "cpu_util", "gpu_util", "decision_ms", "conflicts", "coordination")}
+                                "cpu_util", "gpu_util", "decision_ms", "conflicts", "switches", "switch_share",
+                                "coordination")}
+
+
+def switching_stats(results: Sequence[EpisodeResult]) -> dict[str, float | None]:
+    """``switches`` and ``switch_share`` of a scheduler's episodes (see the module docstring);
+    None where no task started."""
+    switches = started = spent = 0
+    for r in results:
+        rec = r.records
+        ran = rec["start"] >= 0
+        end = np.where(rec["finish"] >= 0, rec["finish"], r.steps)
+        switches += int(rec["switches"][ran].sum())
+        started += int(ran.sum())
+        spent += int((end - rec["start"])[ran].sum())
+    return {"switches": switches / started if started else None,
+            "switch_share": switches / spent if spent else None}
+
+
+def switching_text(name: str, stats: Mapping[str, Any], overhead: float) -> str:
+    """One line on how often ``name`` re-sized running tasks (:func:`switching_stats`)."""
+    return (f"switching of {name}: a started task ran {stats['switches']:.1f} real steps at a new allocation "
+            f"({100 * stats['switch_share']:.0f}% of its steps after starting), each at {overhead:g}x its progress "
+            "(the scenario's switch_overhead)")
 
 
 def coordination_stats(results: Sequence[EpisodeResult]) -> dict[str, Any] | None:
@@ -235,6 +263,7 @@ def build_summary(run: EvaluationRun) -> dict[str, Any]:
         "bound": {"mean_jct": bound},
         "oracle": oracle,
         "max_start_slowdown": float(run.cfg.max_start_slowdown),
+        "switch_overhead": float(run.cfg.switch_overhead),
     }
     policies = run.policy_names
     if policies:
@@ -386,6 +415,9 @@ def format_table(summary: dict[str, Any], run: EvaluationRun | None = None) -> s
         lines.append(f"{ORACLE_MARK} oracle baseline: reads the true task durations, so it is compared apart "
                      "(ranked here by its JCT, never a target's rival)")
     lines += [coordination_text(name, s["coordination"]) for name, s in scheds.items() if s.get("coordination")]
+    overhead = summary.get("switch_overhead", 1.0)
+    if overhead < 1.0:
+        lines += [switching_text(name, s, overhead) for name, s in scheds.items() if s.get("switches")]
     unfinished = [name for name, sc in scheds.items() if sc["mean_jct"] is None]
     if unfinished:
         lines.append(f"n/a: {', '.join(unfinished)} finished no task on any seed (no JCT to average; "

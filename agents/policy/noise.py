@@ -34,7 +34,7 @@ class ActNoise:
     CUDA graph). Uniforms in ``[0, 1)``; ``None`` where the call draws nothing."""
 
     selection: Tensor | None  # (B, N, P) float32: the slot's Gumbel noise (sampling only)
-    tie: Tensor | None  # (B, N) float64: Bayes conflict tie-breaks (``conflicts="bayes"`` only)
+    tie: Tensor | None  # (B, N) float64: Bayes conflict tie-breaks (None in the sequential modes)
     allocation: Tensor | None  # (B, N, A) float32: the allocation's Gumbel noise (sampling only)
 
 

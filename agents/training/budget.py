@@ -83,7 +83,7 @@ def estimate_parts(spec: RunSpec) -> dict[str, int]:
     if batch is None:  # episode mode: whole episodes per env
         batch = t.buffer_per_env * t.envs if t.buffer_per_env else t.envs * (4 * scenario.num_tasks + 256)
     evaluation = evaluation_scenario(scenario, t)
-    sims = t.envs * _sim_bytes(scenario, obs) + t.eval_episodes * _sim_bytes(evaluation, obs)
+    sims = t.envs * sim_bytes(scenario, obs) + t.eval_episodes * sim_bytes(evaluation, obs)
     acting = max(t.envs, t.eval_episodes, t.max_batchsize)  # rows of a pass without gradients
     node_units = ospec.N * (ospec.P + ospec.M + 2) * spec.policy.hidden
     logits = ospec.N * ospec.P * max(scenario.num_allocations, evaluation.num_allocations)
@@ -97,7 +97,7 @@ def estimate_parts(spec: RunSpec) -> dict[str, int]:
             "allocation head": int(head)}
 
 
-def _sim_bytes(scenario: ScenarioConfig, obs: int) -> int:
+def sim_bytes(scenario: ScenarioConfig, obs: int) -> int:
     """One env: its observation, per-task simulator state and tables over the allocation grid."""
     K, N = scenario.num_types, scenario.num_clusters
     grid = scenario.num_allocations * (K * GRID_BYTES_PER_TYPE_CELL + N * (K + 1) * GATE_BYTES_PER_CELL)
@@ -120,7 +120,7 @@ def available_memory() -> int | None:
         return None
 
 
-def _gib(n: float) -> str:
+def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
@@ -147,10 +147,10 @@ def check_plan(spec: RunSpec, available: int | None = None) -> None:
         largest = max(parts, key=parts.get)
         c1, g1 = spec.scenario.alloc_dims
         raise ConfigError(
-            f"the run would need about {_gib(need)} of memory ({t.envs:,} envs, collections of "
+            f"the run would need about {gib(need)} of memory ({t.envs:,} envs, collections of "
             f"{t.collection_batch() or 'whole-episode'} env steps, an allocation grid of {c1:,} x {g1:,}; "
-            f"largest part: {largest}, {_gib(parts[largest])}), above the limit of {_gib(MEMORY_FRACTION * have)} "
-            f"({MEMORY_FRACTION:.0%} of the {_gib(have)} available); {_ADVICE[largest]}")
+            f"largest part: {largest}, {gib(parts[largest])}), above the limit of {gib(MEMORY_FRACTION * have)} "
+            f"({MEMORY_FRACTION:.0%} of the {gib(have)} available); {_ADVICE[largest]}")
 
 
 #: what lowers each part of :func:`estimate_parts`

@@ -25,6 +25,7 @@ import torch
 from envs.config import ConfigError
 
 from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
+from .envs import running_mean_jct
 from .monitor import SystemMonitor
 from .progress import RunProgress
 from .rundir import CONFIG_FILE, RUN_ID
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from tianshou.trainer import OnPolicyTrainer
     from torch.utils.tensorboard import SummaryWriter
 
+    from .envs import VectorEnv
     from .logger import BaselineScalars
     from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
@@ -64,12 +66,14 @@ def earlier_devices(spec: RunSpec) -> list[str]:
 class TrainerCallbacks:
     """tianshou's trainer callbacks of one run and the state they share (:meth:`save_checkpoint_fn`,
     :meth:`training_fn`, :meth:`collect_step_fn`, :meth:`test_fn`, :meth:`compute_score_fn`,
-    :meth:`save_best_fn`). ``baselines``: the validation baselines' scalars (None: none computed)."""
+    :meth:`save_best_fn`). ``baselines``: the validation baselines' scalars (None: none computed);
+    ``train_envs``: the training vector env, read for ``training/running_mean_jct``."""
 
     def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
                  started: float | None = None, devices_before: Sequence[str] = (),
-                 baselines: BaselineScalars | None = None) -> None:
+                 baselines: BaselineScalars | None = None, train_envs: VectorEnv | None = None) -> None:
         self.spec = spec
+        self.train_envs = train_envs  # its episodes in progress give training/running_mean_jct
         self.algorithm = algorithm
         self.net = net
         self.writer = writer
@@ -155,7 +159,7 @@ class TrainerCallbacks:
 
     def training_fn(self, epoch: int, env_step: int) -> None:
         """Start of each training step: the learning rate of its update (``train.lr_schedule``),
-        throughput / machine scalars, periodic ``last.pt``."""
+        throughput / machine scalars, the training episodes' mean JCT so far, periodic ``last.pt``."""
         lr = self.spec.train.lr_at(env_step)
         self.algorithm.optim.set_lr(lr)
         self.writer.add_scalar("update/lr", lr, env_step)
@@ -168,6 +172,9 @@ class TrainerCallbacks:
         self._tick = (now, env_step)
         for key, value in self.monitor.sample().items():
             self.writer.add_scalar(f"system/{key}", value, env_step)
+        running = None if self.train_envs is None else running_mean_jct(self.train_envs)
+        if running is not None:
+            self.writer.add_scalar("training/running_mean_jct", running, env_step)
         self.progress.training_step(env_step)
         every = self.spec.train.save_every
         if every is not None and env_step - self.last_save_env_step >= every:

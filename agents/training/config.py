@@ -86,6 +86,39 @@ MAX_SEED = 2**32 - 1
 TRAIN_SEED_MIN = 1_000_000
 
 
+#: the recipe values that are the paper's method, ``"section.key" -> (the paper's value, the option
+#: otherwise)``: a recipe whose value differs uses an option beyond the paper, and its results page
+#: names it (:func:`options_beyond_the_paper`)
+PAPER_METHOD: dict[str, tuple[Any, str]] = {
+    "policy.shared_actors": (False, "one set of actor weights shared by every agent (the paper trains one actor per agent)"),
+    "policy.agent_id": (False, "a learned embedding of each agent's index"),
+    "policy.conflicts": ("bayes", "conflicts resolved by `{value}` instead of Bayes' rule"),
+    "train.stagger_start": (False, "staggered starts of the training envs"),
+    "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
+    "train.imitate": (None, "a warm start imitating `{value}`"),
+    "train.init_from": (None, "a warm start from the weights of `{value}`"),
+}
+
+
+def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What a resolved recipe (``{"train": {...}, "policy": {...}}``) does beyond the paper's method
+    (:data:`PAPER_METHOD`), in words; a key the recipe does not hold counts as the default."""
+    out = []
+    for dotted, (paper, words) in PAPER_METHOD.items():
+        section, key = dotted.split(".")
+        default = getattr(TrainConfig() if section == "train" else _policy_defaults(), key)
+        value = recipe.get(section, {}).get(key, default)
+        if value != paper:
+            out.append(words.format(value=value))
+    return out
+
+
+def _policy_defaults() -> Any:
+    from agents.policy.config import PolicyConfig
+
+    return PolicyConfig()  # imported here: the policy's config pulls in torch, this module does not
+
+
 @dataclass
 class TrainConfig(ConfigSection):
     """PPO and run hyper-parameters (defaults follow the authors' published code).

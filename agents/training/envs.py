@@ -135,6 +135,19 @@ def build_vector_env(kind: str, env_fns: list[Callable[[], gym.Env]]) -> BaseVec
     raise ConfigError(f"unknown vector env kind {kind!r}")
 
 
+def running_mean_jct(venv: VectorEnv) -> float | None:
+    """The mean over a vector env's environments of their current episodes' mean JCT so far
+    (``training/running_mean_jct``); None while no environment has had a task arrive. Every kind
+    answers: the batched ones from their simulators, tianshou's through ``get_env_attr`` (the
+    property :attr:`envs.gym_env.EdgeClustersEnv.running_mean_jct`)."""
+    if isinstance(venv, (BatchVectorEnv, ShardedBatchVectorEnv)):
+        values = venv.running_mean_jct()
+    else:
+        values = np.asarray(venv.get_env_attr("running_mean_jct"), dtype=np.float64)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else None
+
+
 def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int) -> VectorEnv:
     """The training vector env; env ``i`` draws its workload seeds from key ``(seed, restart, i)``
     whatever the kind, so every kind trains on the same workloads."""

@@ -45,6 +45,10 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "training/mean_jct": "Mean JCT (real steps) of the training episodes that ended in this collection, each "
     "episode's mean over its finished tasks. No point for a collection in which no episode ended: the envs "
     "start their first episodes together (unless train.stagger_start), so the first point comes once episodes end.",
+    "training/running_mean_jct": "Mean JCT so far (real steps) of the training episodes in progress at the start "
+    "of this training step, mean over the training envs: each episode's finished tasks count their JCT and its "
+    "arrived unfinished tasks the time they have spent until now (a partial episode, so below the JCT it will "
+    "end with). One point per collection from the first, before any episode has ended.",
     "training/episode_length": "Mean length in decisions (logical steps) of the training episodes that ended in "
     "this collection.",
     "training/cpu_util": "Mean CPU utilisation (allocated share of all clusters' cores) of the training episodes "
@@ -142,7 +146,8 @@ def custom_layout(baselines: Iterable[str]) -> dict[str, dict[str, list]]:
     return {
         "validation": {"validation mean JCT vs baselines (lower is better)": ["Multiline", exact]},
         "training episodes": {
-            "mean JCT of the training episodes": ["Multiline", tags("training/mean_jct")],
+            "mean JCT of the training episodes (ended; in progress, so far)": [
+                "Multiline", tags("training/mean_jct", "training/running_mean_jct")],
             "return of the training episodes": ["Multiline", tags("training/returns_stat/mean")],
         },
         "PPO health": {

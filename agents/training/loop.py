@@ -139,7 +139,7 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         if warm is not None:
             log_warm_start(writer, warm)
         callbacks = TrainerCallbacks(spec, algorithm, net, writer, started=start, devices_before=devices_before,
-                                     baselines=baselines)
+                                     baselines=baselines, train_envs=train_envs)
         cleanup.callback(callbacks.progress.close)
         if spec.fresh_dir:  # a new run directory: its baselines' lines start where it starts
             callbacks.log_baselines(spec.done_env_steps)

@@ -166,6 +166,11 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
         obs, rew, term, trunc, info = self.step_arrays(np.asarray(action), id)
         return Batch(obs), rew, term, trunc, Batch(info)
 
+    def running_mean_jct(self) -> np.ndarray:
+        """Per environment, its current episode's mean JCT so far: finished tasks' JCT and the time
+        arrived unfinished ones have spent until now (NaN before any task arrived)."""
+        return self.batched.running_mean_jct()
+
     def close(self) -> None:
         """Nothing to release: the environments live in this process."""
 
@@ -194,6 +199,13 @@ class _Shard:
     def step(self, action: np.ndarray, ids: np.ndarray) -> StepArrays:
         return self.env.step_arrays(action, ids)
 
+    def running_mean_jct(self) -> np.ndarray:
+        return self.env.running_mean_jct()
+
+
+#: what a shard answers: the name of a :class:`_Shard` method, called with the payload's arguments
+SHARD_COMMANDS = ("reset", "step", "running_mean_jct")
+
 
 def _shard_worker(conn: Any, args: tuple) -> None:
     """Process main loop: build the shard, then answer ``(command, payload)`` messages."""
@@ -211,8 +223,9 @@ def _shard_worker(conn: Any, args: tuple) -> None:
         if cmd == "close":
             return
         try:
-            result = shard.reset(payload) if cmd == "reset" else shard.step(*payload)
-            conn.send(("ok", result))
+            if cmd not in SHARD_COMMANDS:
+                raise ValueError(f"unknown shard command {cmd!r}")
+            conn.send(("ok", getattr(shard, cmd)(*payload)))
         except BaseException as exc:  # noqa: BLE001
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -292,7 +305,9 @@ class _RayShards:
         refs = {}
         for k, payload in payloads.items():
             a = self.actors[k]
-            refs[k] = a.reset.remote(payload) if cmd == "reset" else a.step.remote(*payload)
+            if cmd not in SHARD_COMMANDS:
+                raise ValueError(f"unknown shard command {cmd!r}")
+            refs[k] = getattr(a, cmd).remote(*payload)
         keys = list(refs)
         try:
             values = self.ray.get([refs[k] for k in keys])
@@ -377,7 +392,7 @@ class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
 
     def reset(self, env_id: Any = None, **kwargs: Any) -> tuple[Batch, Batch]:
         ids, positions, inverse = self._split(env_id)
-        res = self.shards.call("reset", {k: ids[pos] - self._lo[k] for k, pos in positions.items()})
+        res = self.shards.call("reset", {k: (ids[pos] - self._lo[k],) for k, pos in positions.items()})
         parts = [res[k] for k in sorted(res)]
         return Batch(self._gather([p[0] for p in parts], inverse)), Batch(self._gather([p[1] for p in parts], inverse))
 
@@ -388,6 +403,11 @@ class ShardedBatchVectorEnv(_BatchedVectorEnvBase):
         parts = [res[k] for k in sorted(res)]
         obs, rew, term, trunc, info = (self._gather([p[j] for p in parts], inverse) for j in range(5))
         return Batch(obs), rew, term, trunc, Batch(info)
+
+    def running_mean_jct(self) -> np.ndarray:
+        """Per environment, its current episode's mean JCT so far (:meth:`BatchVectorEnv.running_mean_jct`)."""
+        res = self.shards.call("running_mean_jct", {k: () for k in range(len(self.bounds))})
+        return np.concatenate([res[k] for k in sorted(res)])
 
     def close(self) -> None:
         self.shards.close()
