@@ -157,7 +157,7 @@ class TrainConfig(ConfigSection):
     advantage_normalization: bool = True  # normalise advantages per minibatch (over non-skipped entries)
     value_clip: bool = False  # clip the value loss like the ratio
     return_scaling: bool = True  # divide returns by their running std (tianshou's rule)
-    return_scaling_window: int | None = None  # env steps the running return statistics remember (None: all; K: the running count is capped at K steps' returns, so they follow the current policy)
+    return_scaling_window: int | None = 65536  # env steps the running return statistics remember (K: the running count is capped at K steps' returns, so they follow the current policy; None: every return since the start)
     max_batchsize: int = 1024  # chunk size for values / old log-probs without gradients
     old_stats: str = RECOMPUTE  # OLD_STATS: recompute (an extra pass before the update) or behaviour (from collection)
     lost_claim_penalty: float = 0.0  # learned reward only: subtracted from an agent's reward at each step its claim lost a Bayes conflict (0: the env's reward)
