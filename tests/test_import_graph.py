@@ -33,7 +33,7 @@ def project_modules(root: Path = ROOT) -> dict[str, Path]:
     return out
 
 
-def _base(module: str, path: Path, node: ast.ImportFrom) -> str:
+def import_base(module: str, path: Path, node: ast.ImportFrom) -> str:
     """The absolute module a ``from`` statement imports from."""
     if not node.level:
         return node.module or ""
@@ -63,7 +63,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets.update(_known(alias.name, modules) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                base = _base(module, path, node)
+                base = import_base(module, path, node)
                 for alias in node.names:
                     sub = f"{base}.{alias.name}"
                     targets.add(sub if sub in modules else _known(base, modules))

@@ -20,7 +20,7 @@ import ast
 import sys
 from pathlib import Path
 
-from tests.test_import_graph import ROOT, project_modules
+from tests.test_import_graph import ROOT, import_base, project_modules
 
 
 def scanned_files(root: Path = ROOT) -> dict[str, Path]:
@@ -33,16 +33,6 @@ def scanned_files(root: Path = ROOT) -> dict[str, Path]:
 
 def is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
-
-
-def _base(module: str, path: Path, node: ast.ImportFrom) -> str:
-    """The absolute module a ``from`` statement imports from."""
-    if not node.level:
-        return node.module or ""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for _ in range(node.level - 1):
-        package = package.rpartition(".")[0]
-    return f"{package}.{node.module}" if node.module else package
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -68,7 +58,7 @@ def private_uses(module: str, path: Path, modules: dict[str, Path], root: Path =
 
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = _base(module, path, node)
+            base = import_base(module, path, node)
             for alias in node.names:
                 flag(node, base, alias.name)
                 if f"{base}.{alias.name}" in modules:  # from package import module
