@@ -771,9 +771,9 @@ class BatchedEdgeClusters:
 
     def running_mean_jct(self) -> np.ndarray:
         """Per environment, the mean JCT of its current episode so far (:func:`envs.metrics.mean_jct`
-        at the current real step: unfinished arrived tasks count their time until now; NaN where no
-        task has arrived yet)."""
-        return self._metrics(np.arange(self.num_envs))["mean_jct"]
+        at the current real step: unfinished arrived tasks count their time until now; NaN before the
+        episode's first real step, where every arrived task has spent 0 steps)."""
+        return np.where(self._t > 0, self._metrics(np.arange(self.num_envs))["mean_jct"], np.nan)
 
     def episode_metrics(self, env_id: int) -> dict[str, Any]:
         """:func:`envs.metrics.episode_metrics` of that environment (the same keys and values)."""

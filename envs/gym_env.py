@@ -200,9 +200,11 @@ class EdgeClustersEnv(gymnasium.Env):
     @property
     def running_mean_jct(self) -> float:
         """The current episode's mean JCT so far: finished tasks' JCT and the time arrived unfinished
-        ones have spent until now (:func:`envs.metrics.episode_metrics`); NaN before any task arrived
-        or before the first reset."""
-        return float("nan") if self.sim is None else float(episode_metrics(self.sim)["mean_jct"])
+        ones have spent until now (:func:`envs.metrics.episode_metrics`); NaN before the episode's first
+        real step (or the first reset)."""
+        if self.sim is None or self.sim.t == 0:
+            return float("nan")
+        return float(episode_metrics(self.sim)["mean_jct"])
 
     def render(self) -> None:  # no render modes
         return None

@@ -137,7 +137,7 @@ def build_vector_env(kind: str, env_fns: list[Callable[[], gym.Env]]) -> BaseVec
 
 def running_mean_jct(venv: VectorEnv) -> float | None:
     """The mean over a vector env's environments of their current episodes' mean JCT so far
-    (``training/running_mean_jct``); None while no environment has had a task arrive. Every kind
+    (``training/running_mean_jct``); None while no environment has run a real step. Every kind
     answers: the batched ones from their simulators, tianshou's through ``get_env_attr`` (the
     property :attr:`envs.gym_env.EdgeClustersEnv.running_mean_jct`)."""
     if isinstance(venv, (BatchVectorEnv, ShardedBatchVectorEnv)):

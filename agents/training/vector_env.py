@@ -168,7 +168,7 @@ class BatchVectorEnv(_BatchedVectorEnvBase):
 
     def running_mean_jct(self) -> np.ndarray:
         """Per environment, its current episode's mean JCT so far: finished tasks' JCT and the time
-        arrived unfinished ones have spent until now (NaN before any task arrived)."""
+        arrived unfinished ones have spent until now (NaN before the episode's first real step)."""
         return self.batched.running_mean_jct()
 
     def close(self) -> None:
