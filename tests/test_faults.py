@@ -200,15 +200,19 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out]
 
 
-def test_a_dead_vector_env_worker_stops_the_run_with_one_line_and_last_pt(tmp_path):
+@pytest.mark.parametrize("kind", ["batch", "subproc"])
+def test_a_dead_vector_env_worker_stops_the_run_with_one_line_and_last_pt(tmp_path, kind):
     run = tmp_path / "workers"
-    argv = [*_argv(tmp_path, "train.run_name=workers", "train.workers=2", steps=400_000)]
-    argv[argv.index("dummy")] = "batch"
+    argv = [*_argv(tmp_path, "train.run_name=workers", *(["train.workers=2"] if kind == "batch" else []),
+                   steps=400_000)]
+    argv[argv.index("dummy")] = kind
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for(run / LAST, proc)
     time.sleep(1.0)
-    workers = [p for p in _children(proc.pid) if "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
+    # the batched kind's workers are spawned (their command line says so); tianshou's are forked
+    workers = [p for p in _children(proc.pid)
+               if kind == "subproc" or "multiprocessing" in Path(f"/proc/{p}/cmdline").read_text()]
     assert len(workers) >= 2
     os.kill(workers[-1], signal.SIGKILL)
     out, err = proc.communicate(timeout=120)  # never hangs
@@ -232,6 +236,32 @@ def test_a_killed_process_worker_raises_worker_died_at_the_next_step():
             env.step(np.zeros((4, 3, 3), dtype=np.int64))
     finally:
         env.close()
+
+
+def test_a_killed_subproc_worker_raises_worker_died_at_the_next_step():
+    import functools
+
+    from agents.training.envs import build_vector_env, make_env
+    from agents.training.vector_env import WorkerDied
+    from envs.batched import random_valid_actions
+    from envs.observation import KEYS
+
+    cfg = load_scenario("sjf-3", ["num_tasks=12"])
+    env = build_vector_env("subproc", [functools.partial(make_env, cfg.to_dict(), (0, 0, i)) for i in range(3)])
+    try:
+        obs, _ = env.reset()
+        assert len(env.get_env_attr("running_mean_jct")) == 3
+        env.workers[2].process.kill()
+        env.workers[2].process.join(10)
+        batch = {k: np.stack([o[k] for o in obs]) for k in KEYS}
+        act = random_valid_actions(batch, cfg.per_task_max[1] + 1, np.random.default_rng(0))
+        with pytest.raises(WorkerDied, match="worker 2 .*died .*signal 9"):
+            env.step(act)
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - the dead worker's pipe; what matters is the error above
+            pass
 
 
 def test_a_killed_ray_actor_raises_worker_died():

@@ -26,7 +26,7 @@ from envs.gym_env import EdgeClustersEnv
 
 from .config import TrainConfig
 from .stagger import random_feasible_actions, stagger_rng, stagger_target
-from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv
+from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv, WorkerDied, worker_death
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -126,12 +126,36 @@ def require_ray() -> None:
         )
 
 
+class WatchedSubprocVectorEnv(SubprocVectorEnv):
+    """tianshou's ``SubprocVectorEnv`` whose dead worker process is a :class:`WorkerDied` (one line;
+    the run saves ``last.pt`` and exits), as the batched kinds' workers are, not a broken pipe."""
+
+    def _watched(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except (EOFError, ConnectionError) as exc:
+            dead = [k for k, w in enumerate(self.workers) if not w.process.is_alive()]
+            if not dead:
+                raise
+            raise WorkerDied(worker_death(dead[0], self.workers[dead[0]].process)) from exc
+
+    def reset(self, env_id: Any = None, **kwargs: Any) -> Any:
+        return self._watched(lambda: super(WatchedSubprocVectorEnv, self).reset(env_id, **kwargs))
+
+    def step(self, action: Any, id: Any = None) -> Any:  # noqa: A002
+        return self._watched(lambda: super(WatchedSubprocVectorEnv, self).step(action, id))
+
+    def get_env_attr(self, key: str, id: Any = None) -> list[Any]:  # noqa: A002
+        return self._watched(lambda: super(WatchedSubprocVectorEnv, self).get_env_attr(key, id))
+
+
 def build_vector_env(kind: str, env_fns: list[Callable[[], gym.Env]]) -> BaseVectorEnv:
-    """tianshou's own vector env of one ``EdgeClustersEnv`` per env: ``dummy`` or ``subproc``."""
+    """tianshou's own vector env of one ``EdgeClustersEnv`` per env: ``dummy`` or ``subproc``
+    (:class:`WatchedSubprocVectorEnv`)."""
     if kind == "dummy":
         return DummyVectorEnv(env_fns)
     if kind == "subproc":
-        return SubprocVectorEnv(env_fns)
+        return WatchedSubprocVectorEnv(env_fns)
     raise ConfigError(f"unknown vector env kind {kind!r}")
 
 

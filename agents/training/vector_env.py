@@ -230,6 +230,14 @@ def _shard_worker(conn: Any, args: tuple) -> None:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
+def worker_death(k: int, proc: Any) -> str:
+    """The one line that says vector env worker ``k`` (a ``multiprocessing`` process) died, and how."""
+    proc.join(timeout=1.0)
+    how = "" if proc.exitcode is None else (f" (killed by signal {-proc.exitcode})" if proc.exitcode < 0
+                                            else f" (exit code {proc.exitcode})")
+    return f"vector env worker {k} (pid {proc.pid}) died{how}"
+
+
 class WorkerDied(RuntimeError):
     """A vector env worker process or Ray actor died (killed, out of memory, crashed)."""
 
@@ -262,11 +270,7 @@ class _ProcessShards:
         return value
 
     def _death(self, k: int) -> str:
-        proc = self.procs[k]
-        proc.join(timeout=1.0)
-        how = "" if proc.exitcode is None else (f" (killed by signal {-proc.exitcode})" if proc.exitcode < 0
-                                                else f" (exit code {proc.exitcode})")
-        return f"vector env worker {k} (pid {proc.pid}) died{how}"
+        return worker_death(k, self.procs[k])
 
     def call(self, cmd: str, payloads: dict[int, Any]) -> dict[int, Any]:
         for k, payload in payloads.items():
