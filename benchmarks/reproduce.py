@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
-    from agents.evaluation.diagnosis import NO_LOSS_CONFLICTS, conflict_counterfactual, diagnose
+    from agents.evaluation.diagnosis import conflict_counterfactual, diagnose
     from agents.evaluation.results import (
         RecipeResults,
         baseline_table,
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     diagnosis, counterfactual = {}, None
     if rival_heldout:
         diagnosis = diagnose(run_, [seed_name(s) for s in seeds], rival_heldout)
-        print(f"measuring what lost claims cost: {seed_name(seeds[0])} with conflicts={NO_LOSS_CONFLICTS} on the "
+        print(f"measuring the conflict counterfactual: {seed_name(seeds[0])} under the other conflict mode on the "
               "held-out workloads", flush=True)
         counterfactual = conflict_counterfactual(run_, seed_name(seeds[0]), rival_heldout, workers=workers)
     results = RecipeResults(

@@ -65,12 +65,16 @@ def test_a_type_with_no_finished_task_has_no_means():
                        "cpu": None, "gpu": None}
 
 
-def test_no_counterfactual_for_a_policy_not_trained_under_the_bayes_rule(monkeypatch):
+def test_the_counterfactual_runs_the_other_conflict_mode(monkeypatch):
+    """Bayes' rule is measured against no lost claims, agents choosing in turn against Bayes' rule;
+    a mode with no counterpart runs nothing."""
     from types import SimpleNamespace
 
     from agents.evaluation.runner import SchedulerSpec
 
-    run = SimpleNamespace(specs=[SchedulerSpec(name="tapfinger-s0", checkpoint="x.pt", conflicts="room")])
+    assert [diagnosis.counterfactual_conflicts(m) for m in ("bayes", "room", "sequential", "bayes-start")] == \
+        ["room", "bayes", "bayes", None]
+    run = SimpleNamespace(specs=[SchedulerSpec(name="tapfinger-s0", checkpoint="x.pt", conflicts="bayes-start")])
     called = []
     monkeypatch.setattr(diagnosis, "run_evaluation", lambda *a, **k: called.append(a))
     assert diagnosis.conflict_counterfactual(run, "tapfinger-s0", "optimus") is None
@@ -104,6 +108,19 @@ def test_the_page_shows_the_split_and_the_cost_of_lost_claims(tmp_path):
     back = read_results(tmp_path / "tiny-3.json")
     assert back.diagnosis == diag and back.conflict_counterfactual == counter
     assert "Where the time goes" not in scenario_markdown(_results({}, None))
+
+
+def test_the_page_says_what_choosing_in_turn_buys_for_a_recipe_that_does():
+    split = time_split(EPISODES, ["img", "lm"], preemptive=False)
+    diag = {"policy": "tapfinger", "baseline": "optimus", "splits": {"tapfinger": split, "optimus": split}}
+    counter = {"policy": "tapfinger-s0", "acted": "room", "conflicts": "bayes", "mean_jct": 6.5, "lost_claims": 812.0,
+               "vs_trained": {"mean_diff": 0.75, "ci95": [0.5, 1.0]}, "baseline": "optimus",
+               "vs_baseline": {"mean_diff": 0.25, "ci95": [-0.1, 0.6]}}
+    md = scenario_markdown(_results(diag, counter))
+    assert "Under the paper's conflict rule: tapfinger-s0's weights" in md and "Without lost claims" not in md
+    assert "instead of in turn (`room`), score mean JCT 6.50 with 812.0 lost claims per episode" in md
+    assert "acting by `room` +0.75 [+0.50, +1.00] (above zero: what choosing in turn buys)" in md
+    assert "against optimus +0.25 [-0.10, +0.60]." in md
 
 
 def test_every_committed_page_is_what_its_json_renders_to_and_says_where_the_time_goes(tmp_path):

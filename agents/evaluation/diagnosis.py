@@ -13,8 +13,10 @@ counts *lost claims* per episode. :func:`conflict_counterfactual` measures what 
 weights, acting with conflicts resolved so that no claim is lost (``room``: agents choose in order
 of free room, a task taken by an earlier agent masked for the later ones), compared per workload.
 The difference is the lost claims' cost net of the other change that mode makes, who gets a
-contested task. That mode is an option beyond the paper; here it only measures, it is never the
-reported result.
+contested task. For a recipe whose agents already choose in turn (a labelled option beyond the
+paper), the counterfactual runs the other way: the same weights under the paper's Bayes rule, so
+the page shows what choosing in turn buys. Either way the counterfactual only measures; the
+reported result is the recipe's own mode.
 """
 
 from __future__ import annotations
@@ -24,14 +26,23 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agents.policy.modes import PAPER_CONFLICTS
+from agents.policy.modes import PAPER_CONFLICTS, SEQUENTIAL_MODES
 from envs.scheduling import EpisodeResult
 
 from .runner import EvaluationRun, run_evaluation
 from .summary import coordination_stats, paired_from_means, per_seed_means, scheduler_stats
 
-#: the conflict mode of the counterfactual: the same weights, no claim lost
+#: the conflict mode of the counterfactual of a policy acting under Bayes' rule: the same weights, no claim lost
 NO_LOSS_CONFLICTS = "room"
+
+
+def counterfactual_conflicts(conflicts: str) -> str | None:
+    """The conflict mode :func:`conflict_counterfactual` runs a policy acting under ``conflicts`` with:
+    :data:`NO_LOSS_CONFLICTS` for the paper's Bayes rule (what lost claims cost), the paper's rule for
+    agents that choose in turn (what the order buys), None for any other mode."""
+    if conflicts == PAPER_CONFLICTS:
+        return NO_LOSS_CONFLICTS
+    return PAPER_CONFLICTS if conflicts in SEQUENTIAL_MODES else None
 
 
 def _row(name: str, total: int, wait: np.ndarray, run: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> dict[str, Any]:
@@ -82,20 +93,22 @@ def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: 
 
 
 def conflict_counterfactual(run: EvaluationRun, policy: str, baseline: str, workers: int = 1) -> dict[str, Any] | None:
-    """The checkpoint of ``run``'s policy ``policy`` evaluated again on ``run``'s workloads with
-    :data:`NO_LOSS_CONFLICTS`, compared per workload with itself as it acted in ``run`` and with
-    ``baseline``. None when it did not act under the paper's Bayes rule (no claim is lost then)."""
+    """The checkpoint of ``run``'s policy ``policy`` evaluated again on ``run``'s workloads under
+    :func:`counterfactual_conflicts` of the mode it acted in (``acted``), compared per workload with
+    itself as it acted in ``run`` and with ``baseline``. None when that mode has no counterfactual."""
     spec = next(s for s in run.specs if s.name == policy)
-    if spec.conflicts != PAPER_CONFLICTS:
+    conflicts = counterfactual_conflicts(spec.conflicts)
+    if conflicts is None:
         return None
-    name = f"{policy}-{NO_LOSS_CONFLICTS}"
-    again = run_evaluation(run.cfg, [replace(spec, name=name, conflicts=NO_LOSS_CONFLICTS)], run.seeds,
+    name = f"{policy}-{conflicts}"
+    again = run_evaluation(run.cfg, [replace(spec, name=name, conflicts=conflicts)], run.seeds,
                            workers=workers, progress=False)
     stats = scheduler_stats(again.results[name])
     means = per_seed_means(again.results[name])
     return {
         "policy": policy,
-        "conflicts": NO_LOSS_CONFLICTS,
+        "acted": spec.conflicts,
+        "conflicts": conflicts,
         "mean_jct": stats["mean_jct"],
         "lost_claims": stats["conflicts"],
         "vs_trained": paired_from_means(means, per_seed_means(run.results[policy])),

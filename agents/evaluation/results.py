@@ -33,6 +33,7 @@ import numpy as np
 
 from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
 from agents.json_files import json_safe, write_json
+from agents.policy.modes import PAPER_CONFLICTS
 from agents.training.config import options_beyond_the_paper
 from agents.training.validation_baselines import VALIDATION_BASELINES, best_baseline
 from envs.config import ScenarioConfig
@@ -419,17 +420,29 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
     if ours.get("coordination"):
         lines += ["", coordination_sentence(label, ours["coordination"])]
     if counterfactual is not None:
-        c = counterfactual
-        vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
-        lines += ["", f"Without lost claims: {c['policy']}'s weights, acting with conflicts resolved so that no claim is "
-                      f"lost (`{c['conflicts']}`: agents choose in order of their clusters' free room, a task taken by an "
-                      "earlier agent masked for the later ones; an option beyond the paper, used here only to measure), "
-                      f"score mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode. "
-                      "Paired Δ against the same weights under the Bayes rule "
-                      f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (below zero: what the lost claims cost, "
-                      "net of who now gets a contested task), against "
-                      f"{c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."]
+        lines += ["", counterfactual_sentence(counterfactual)]
     return lines
+
+
+def counterfactual_sentence(c: Mapping[str, Any]) -> str:
+    """The page's sentence on :func:`~.diagnosis.conflict_counterfactual`: seed 0's weights under the
+    other conflict mode (``acted``, absent in files written before it existed: the Bayes rule)."""
+    vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
+    against = (f"against {c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}.")
+    acted = c.get("acted", PAPER_CONFLICTS)
+    if acted == PAPER_CONFLICTS:
+        return (f"Without lost claims: {c['policy']}'s weights, acting with conflicts resolved so that no claim is "
+                f"lost (`{c['conflicts']}`: agents choose in order of their clusters' free room, a task taken by an "
+                "earlier agent masked for the later ones; an option beyond the paper, used here only to measure), "
+                f"score mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode. "
+                "Paired Δ against the same weights under the Bayes rule "
+                f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (below zero: what the lost claims cost, "
+                "net of who now gets a contested task), " + against)
+    return (f"Under the paper's conflict rule: {c['policy']}'s weights, its agents choosing at once with conflicts "
+            f"resolved by `{c['conflicts']}` (a claim that loses places nothing that round) instead of in turn "
+            f"(`{acted}`), score mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per "
+            f"episode. Paired Δ against the same weights acting by `{acted}` "
+            f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (above zero: what choosing in turn buys), " + against)
 
 
 def coordination_sentence(label: str, c: Mapping[str, Any]) -> str:
