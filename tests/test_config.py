@@ -29,7 +29,7 @@ EXPECTED = {
     "sjf-3": ("multi", 3, [(16, 16)] * 3, (16, 16), 3.0, 192, 1.0, (3, 3)),
 }
 #: the scenarios whose recipe trains with the paper's per-cluster reward (the others: the team reward)
-PER_CLUSTER_REWARD = {"synthetic-6"}
+PER_CLUSTER_REWARD = {"synthetic-6", "testbed-6"}
 
 
 def minimal(**changes) -> dict:
