@@ -377,3 +377,13 @@ def test_a_page_names_every_option_beyond_the_paper_its_recipe_uses():
     text = recipe_text({"train": {"stagger_start": True, "lost_claim_penalty": 4.0},
                         "policy": {"shared_actors": False, "conflicts": "room"}})
     assert "staggered starts" in text and "a penalty of 4.0" in text and "`room`" in text and "shared" not in text
+
+
+def test_every_conflict_mode_beyond_the_paper_is_described_in_words():
+    from agents.policy.modes import CONFLICT_MODES, CONFLICT_WORDS, PAPER_CONFLICTS
+    from agents.training.config import options_beyond_the_paper
+
+    assert set(CONFLICT_WORDS) == set(CONFLICT_MODES) - {PAPER_CONFLICTS}
+    for mode, words in CONFLICT_WORDS.items():
+        named = options_beyond_the_paper({"train": {}, "policy": {"shared_actors": False, "conflicts": mode}})
+        assert named == [f"conflicts resolved by `{mode}` ({words}) instead of the paper's Bayes rule"]

@@ -15,6 +15,14 @@ PRIORS = ("paper", "code")
 #: the claims that would start a task: every agent draws its allocation before the conflicts are
 #: resolved, and a claim with the void allocation stands aside instead of blocking the others)
 CONFLICT_MODES = ("bayes", "sequential", "room", "bayes-start")
+#: what each conflict mode beyond the paper does, in words (a results page names the recipe's)
+CONFLICT_WORDS = {
+    "sequential": "agents choose in turn, in index order, a task taken by an earlier agent masked for the later ones",
+    "room": "agents choose in turn, by decreasing free room of their clusters, a task taken by an earlier agent "
+            "masked for the later ones",
+    "bayes-start": "Bayes' rule among the claims that would start a task, a claim with the void allocation standing "
+                   "aside",
+}
 #: the modes in which agents choose one after another
 SEQUENTIAL_MODES = ("sequential", "room")
 #: the mode in which allocations are drawn before Bayes' rule and void claims do not compete

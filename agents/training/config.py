@@ -44,7 +44,7 @@ from envs.config_section import (
 )
 
 from agents.limits import MAX_ENVS, MAX_STEPS
-from agents.policy.modes import ARGMAX, COMPILE_MODES, EVAL_ACTIONS
+from agents.policy.modes import ARGMAX, COMPILE_MODES, CONFLICT_WORDS, EVAL_ACTIONS
 
 from .malloc import MALLOC_MODES
 from .precision import FLOAT32, PRECISIONS
@@ -92,7 +92,7 @@ TRAIN_SEED_MIN = 1_000_000
 PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "policy.shared_actors": (False, "one set of actor weights shared by every agent (the paper trains one actor per agent)"),
     "policy.agent_id": (False, "a learned embedding of each agent's index"),
-    "policy.conflicts": ("bayes", "conflicts resolved by `{value}` instead of Bayes' rule"),
+    "policy.conflicts": ("bayes", "conflicts resolved by `{value}` ({conflict_words}) instead of the paper's Bayes rule"),
     "train.stagger_start": (False, "staggered starts of the training envs"),
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
@@ -109,7 +109,7 @@ def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[st
         default = getattr(TrainConfig() if section == "train" else _policy_defaults(), key)
         value = recipe.get(section, {}).get(key, default)
         if value != paper:
-            out.append(words.format(value=value))
+            out.append(words.format(value=value, conflict_words=CONFLICT_WORDS.get(value, "")))
     return out
 
 
