@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkpoint's training run validated it, train.eval_action)")
     p.add_argument("--policy-conflicts", default=None, choices=CONFLICT_MODES,
                    help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "
-                        "paper), choosing in index order, or in order of decreasing free room (default: as "
-                        "each checkpoint's policy.conflicts)")
+                        "paper), choosing in index order, or in order of decreasing free room (default: as each "
+                        "checkpoint's training run validated it, train.eval_conflicts, else its policy.conflicts)")
     p.add_argument("--policy-floor", default=None, choices=START_FLOORS,
                    help="where checkpoints' start floor (the scenario's max_start_slowdown) comes from: the "
                         "true durations, as the env builds it (scenario, default: an oracle-informed "

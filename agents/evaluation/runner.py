@@ -170,7 +170,7 @@ def resolve_schedulers(
     Policies act by ``policy_action`` (:data:`~agents.policy.modes.EVAL_ACTIONS`), or None: each as its
     checkpoint says (:func:`~agents.policy.checkpoint.checkpoint_eval_action`); their agents are
     reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.modes.CONFLICT_MODES`), or None: as each
-    checkpoint's ``policy.conflicts`` says; their start floor is ``policy_floor``
+    checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`); their start floor is ``policy_floor``
     (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the one the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
@@ -246,12 +246,12 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     another scenario whose shapes fit is accepted (evaluation across scenarios, e.g. N=3 -> 6).
     """
     # CheckpointError: a ConfigError
-    from agents.policy.checkpoint import checkpoint_eval_action, load_policy_checkpoint
+    from agents.policy.checkpoint import checkpoint_eval_action, checkpoint_eval_conflicts, load_policy_checkpoint
 
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
     counters = meta.get("counters") or {}
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
-            "action": checkpoint_eval_action(meta, path), "conflicts": policy.cfg.conflicts,
+            "action": checkpoint_eval_action(meta, path), "conflicts": checkpoint_eval_conflicts(meta, policy.cfg.conflicts, path),
             "untrained": counters.get("update_step") == 0}
 
 

@@ -395,6 +395,22 @@ def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> st
     return str(action)
 
 
+def checkpoint_eval_conflicts(meta: Mapping[str, Any], trained: str, path: str | Path = "") -> str:
+    """How the checkpoint's agents resolve conflicts when evaluated: ``train.eval_conflicts`` of its
+    run (:data:`~agents.policy.modes.CONFLICT_MODES`), or ``trained`` (its ``policy.conflicts``) for a
+    run without one."""
+    from .modes import CONFLICT_MODES
+
+    train = meta.get("train_config")
+    mode = train.get("eval_conflicts") if isinstance(train, Mapping) else None
+    if mode is None:
+        return trained
+    if mode not in CONFLICT_MODES:
+        raise CheckpointError(f"checkpoint {str(path)!r}: train_config.eval_conflicts must be one of "
+                              f"{list(CONFLICT_MODES)} or null, got {mode!r}")
+    return str(mode)
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]

@@ -31,7 +31,7 @@ from envs.joint_action import decode_joint_action
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.scheduling import Decision
 
-from .checkpoint import check_compatible, checkpoint_eval_action, load_policy_checkpoint
+from .checkpoint import check_compatible, checkpoint_eval_action, checkpoint_eval_conflicts, load_policy_checkpoint
 from .coordination import CoordinationTally
 from .modes import ARGMAX, SAMPLE_SLOT
 from .network import TapFingerPolicy
@@ -60,8 +60,9 @@ class TapFingerScheduler:
     True for a policy object. ``argmax_allocation``: when sampling, take each agent's most likely
     allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it. ``conflicts``: run the policy's agents in this mode
     (:data:`~agents.policy.modes.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
-    weights serve either); None: as the policy's config says. ``start_floor``: where the start
-    floor (:mod:`envs.durations`) comes from: ``scenario`` (as the env builds it, the scenario's
+    weights serve either); None: as the checkpoint's run validated it
+    (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`), as the config says for a policy
+    object. ``start_floor``: where the start floor (:mod:`envs.durations`) comes from: ``scenario`` (as the env builds it, the scenario's
     ``max_start_slowdown`` on the true durations) or ``online`` (the same factor on durations
     estimated in the episode, :class:`~agents.baselines.online_floor.OnlineStartFloor`). ``own_builder``:
     build observations with a builder of its own instead of the one shared per (spec, start floor)
@@ -88,6 +89,8 @@ class TapFingerScheduler:
         else:
             self.policy, self.meta = policy.to(self.device), {}
         self.policy.eval()
+        if conflicts is None and checkpoint is not None:
+            conflicts = checkpoint_eval_conflicts(self.meta, self.policy.cfg.conflicts, checkpoint)
         if conflicts is not None:
             self.policy.cfg = dataclasses.replace(self.policy.cfg, conflicts=conflicts)  # validated: ConfigError
         validated = ARGMAX if checkpoint is None else checkpoint_eval_action(self.meta, checkpoint)

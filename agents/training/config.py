@@ -44,7 +44,7 @@ from envs.config_section import (
 )
 
 from agents.limits import MAX_ENVS, MAX_STEPS
-from agents.policy.modes import ARGMAX, COMPILE_MODES, CONFLICT_WORDS, EVAL_ACTIONS
+from agents.policy.modes import ARGMAX, COMPILE_MODES, CONFLICT_MODES, CONFLICT_WORDS, EVAL_ACTIONS
 
 from .malloc import MALLOC_MODES
 from .precision import FLOAT32, PRECISIONS
@@ -93,6 +93,8 @@ PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "policy.shared_actors": (False, "one set of actor weights shared by every agent (the paper trains one actor per agent)"),
     "policy.agent_id": (False, "a learned embedding of each agent's index"),
     "policy.conflicts": ("bayes", "conflicts resolved by `{value}` ({conflict_words}) instead of the paper's Bayes rule"),
+    "train.eval_conflicts": (None, "agents that act outside training (validation, evaluation) with conflicts resolved by "
+                                   "`{value}` ({conflict_words}) instead of as they trained"),
     "train.stagger_start": (False, "staggered starts of the training envs"),
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
@@ -182,6 +184,9 @@ class TrainConfig(ConfigSection):
     eval_seed: int = EVAL_SEED_DEFAULT  # evaluation workload seeds: eval_seed + 0..eval_episodes-1
     eval_scenario: str = "train"  # "train": the training scenario; "eval": its eval_overrides variant
     eval_action: str = ARGMAX  # validation (and the checkpoint's default evaluation): EVAL_ACTIONS
+    #: how agents resolve conflicts at validation (and the checkpoint's default evaluation):
+    #: CONFLICT_MODES, or null: as policy.conflicts, by which training always acts
+    eval_conflicts: str | None = None
     save_every: int | None = None  # env steps between last.pt saves (None: every evaluation)
     logdir: str = "runs"  # parent directory of the run directories
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
@@ -236,6 +241,7 @@ class TrainConfig(ConfigSection):
         one_of("eval_scenario", EVAL_SCENARIOS),
         one_of("train_scenario", EVAL_SCENARIOS),
         one_of("eval_action", EVAL_ACTIONS),
+        one_of("eval_conflicts", (None, *CONFLICT_MODES)),
         rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),
         at_least("imitate_episodes", 1),
         at_least("imitate_rounds", 0),

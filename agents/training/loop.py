@@ -184,7 +184,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
         net.compile_passes(t.compile)
     policy = TianshouJointPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
                                  deterministic_eval=t.eval_action == ARGMAX, precision=t.precision,
-                                 argmax_allocation_eval=t.eval_action == SAMPLE_SLOT)
+                                 argmax_allocation_eval=t.eval_action == SAMPLE_SLOT, eval_conflicts=t.eval_conflicts)
     algorithm = MultiAgentPPO(
         policy=policy,
         optim=AdamOptimizerFactory(lr=t.lr),

@@ -22,9 +22,11 @@ lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Iterator, Protocol, cast
 
 import numpy as np
 import torch
@@ -112,6 +114,7 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
         deterministic_eval: bool = True,
         precision: str = FLOAT32,
         argmax_allocation_eval: bool = False,
+        eval_conflicts: str | None = None,
     ) -> None:
         super().__init__(
             actor=ActorAdapter(net),
@@ -125,6 +128,8 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
         self.episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
         #: outside training steps, sample the slots but take the most likely allocations (``sample-slot``)
         self.argmax_allocation_eval = argmax_allocation_eval
+        #: outside training steps, the agents' conflict mode (``train.eval_conflicts``; None: the net's own)
+        self.eval_conflicts = eval_conflicts
         #: precision of the network passes when collecting (``train.precision``); evaluation
         #: outside training steps always runs float32
         self.precision = check_precision(precision)
@@ -158,6 +163,20 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
             generators.append(self.episode_generators[seed])
         return generators
 
+    @contextmanager
+    def _acting_conflicts(self, evaluating: bool) -> Iterator[None]:
+        """The net acts with ``eval_conflicts`` outside training steps (the same weights serve every
+        mode, as :class:`~agents.policy.scheduler.TapFingerScheduler` sets it), by its own mode otherwise."""
+        cfg = self.net.cfg
+        if not evaluating or self.eval_conflicts in (None, cfg.conflicts):
+            yield
+            return
+        self.net.cfg = dataclasses.replace(cfg, conflicts=self.eval_conflicts)
+        try:
+            yield
+        finally:
+            self.net.cfg = cfg
+
     def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
         evaluating = not self.is_within_training_step
         deterministic = self.deterministic_eval and evaluating
@@ -166,8 +185,9 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
             obs = obs_to_torch(batch.obs, device)
             store = self.store_behaviour and not evaluating
             generator = self.eval_generators(batch.info) if evaluating else None
-            out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store,
-                               argmax_allocation=evaluating and self.argmax_allocation_eval)
+            with self._acting_conflicts(evaluating):
+                out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store,
+                                   argmax_allocation=evaluating and self.argmax_allocation_eval)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
             stored.skip = out.skip.cpu().numpy()
