@@ -72,3 +72,16 @@ def test_the_key_is_checked_and_named_on_a_page():
     named = options_beyond_the_paper({"train": {"eval_conflicts": "room"}, "policy": {"shared_actors": False}})
     assert len(named) == 1 and named[0].startswith("agents that act outside training (validation, evaluation) "
                                                    "with conflicts resolved by `room` (agents choose in turn")
+
+
+def test_a_checkpoint_acts_in_its_runs_eval_conflicts_unless_told_otherwise(tmp_path):
+    from agents.evaluation.runner import check_checkpoint
+    from agents.policy.checkpoint import save_policy_checkpoint
+    from agents.policy.scheduler import TapFingerScheduler
+
+    policy, _, env = _busy()
+    path = save_policy_checkpoint(tmp_path / "ev.pt", policy.net, env.cfg,
+                                  {"train_config": {"eval_action": "sample", "eval_conflicts": "room"}})
+    assert TapFingerScheduler(checkpoint=path).policy.cfg.conflicts == "room"
+    assert TapFingerScheduler(checkpoint=path, conflicts="bayes").policy.cfg.conflicts == "bayes"
+    assert check_checkpoint(path, env.cfg)["conflicts"] == "room"  # evaluate.py labels it tapfinger-room

@@ -58,16 +58,17 @@ class TapFingerScheduler:
     ``deterministic``: take the most likely joint action (True) or sample it (False); None:
     as the checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_action`),
     True for a policy object. ``argmax_allocation``: when sampling, take each agent's most likely
-    allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it. ``conflicts``: run the policy's agents in this mode
-    (:data:`~agents.policy.modes.CONFLICT_MODES`; it sets the policy's ``cfg.conflicts``, the same
-    weights serve either); None: as the checkpoint's run validated it
-    (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`), as the config says for a policy
-    object. ``start_floor``: where the start floor (:mod:`envs.durations`) comes from: ``scenario`` (as the env builds it, the scenario's
+    allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it.
+    ``conflicts``: run the policy's agents in this mode (:data:`~agents.policy.modes.CONFLICT_MODES`;
+    it sets the policy's ``cfg.conflicts``, the same weights serve either); None: as the
+    checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`), as
+    the config says for a policy object. ``start_floor``: where the start floor
+    (:mod:`envs.durations`) comes from: ``scenario`` (as the env builds it, the scenario's
     ``max_start_slowdown`` on the true durations) or ``online`` (the same factor on durations
-    estimated in the episode, :class:`~agents.baselines.online_floor.OnlineStartFloor`). ``own_builder``:
-    build observations with a builder of its own instead of the one shared per (spec, start floor)
-    (for episodes that run interleaved, :meth:`decide_batch`: a shared builder would rebuild its
-    per-workload tables at every switch).
+    estimated in the episode, :class:`~agents.baselines.online_floor.OnlineStartFloor`).
+    ``own_builder``: build observations with a builder of its own instead of the one shared per
+    (spec, start floor) (for episodes that run interleaved, :meth:`decide_batch`: a shared builder
+    would rebuild its per-workload tables at every switch).
     """
 
     def __init__(
