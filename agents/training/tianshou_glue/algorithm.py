@@ -167,10 +167,10 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
     def _acting_conflicts(self, evaluating: bool) -> Iterator[None]:
         """The net acts with ``eval_conflicts`` outside training steps (the same weights serve every
         mode, as :class:`~agents.policy.scheduler.TapFingerScheduler` sets it), by its own mode otherwise."""
-        cfg = self.net.cfg
-        if not evaluating or self.eval_conflicts in (None, cfg.conflicts):
+        if not evaluating or self.eval_conflicts is None or self.eval_conflicts == self.net.cfg.conflicts:
             yield
             return
+        cfg = self.net.cfg
         self.net.cfg = dataclasses.replace(cfg, conflicts=self.eval_conflicts)
         try:
             yield
