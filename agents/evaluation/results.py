@@ -33,7 +33,7 @@ import numpy as np
 
 from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
 from agents.json_files import json_safe, write_json
-from agents.policy.modes import PAPER_CONFLICTS
+from agents.policy.modes import CONFLICT_WORDS, PAPER_CONFLICTS
 from agents.training.config import options_beyond_the_paper
 from agents.training.validation_baselines import VALIDATION_BASELINES, best_baseline
 from envs.config import ScenarioConfig
@@ -428,12 +428,12 @@ def counterfactual_sentence(c: Mapping[str, Any]) -> str:
     """The page's sentence on :func:`~.diagnosis.conflict_counterfactual`: seed 0's weights under the
     other conflict mode (``acted``, absent in files written before it existed: the Bayes rule)."""
     vs_t, vs_b = c["vs_trained"], c["vs_baseline"]
-    against = (f"against {c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}.")
+    against = f"against {c['baseline']} {_interval_text(vs_b['mean_diff'], *vs_b['ci95'])}."
     acted = c.get("acted", PAPER_CONFLICTS)
     if acted == PAPER_CONFLICTS:
         return (f"Without lost claims: {c['policy']}'s weights, acting with conflicts resolved so that no claim is "
-                f"lost (`{c['conflicts']}`: agents choose in order of their clusters' free room, a task taken by an "
-                "earlier agent masked for the later ones; an option beyond the paper, used here only to measure), "
+                f"lost (`{c['conflicts']}`: {CONFLICT_WORDS[c['conflicts']]}; an option beyond the paper, used here "
+                "only to measure), "
                 f"score mean JCT {_fmt(c['mean_jct'])} with {_fmt(c['lost_claims'], 1)} lost claims per episode. "
                 "Paired Δ against the same weights under the Bayes rule "
                 f"{_interval_text(vs_t['mean_diff'], *vs_t['ci95'])} (below zero: what the lost claims cost, "

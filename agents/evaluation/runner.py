@@ -170,8 +170,9 @@ def resolve_schedulers(
     Policies act by ``policy_action`` (:data:`~agents.policy.modes.EVAL_ACTIONS`), or None: each as its
     checkpoint says (:func:`~agents.policy.checkpoint.checkpoint_eval_action`); their agents are
     reconciled by ``policy_conflicts`` (a mode of :data:`~agents.policy.modes.CONFLICT_MODES`), or None: as each
-    checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`); their start floor is ``policy_floor``
-    (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the one the env builds).
+    checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`); their start
+    floor is ``policy_floor`` (:data:`~agents.baselines.online_floor.START_FLOORS`; None: ``scenario``, the one
+    the env builds).
     Unknown names, bad options and bad checkpoints raise :class:`ConfigError`.
     """
     from agents.baselines import available_schedulers, make_scheduler
@@ -251,7 +252,8 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
     policy, meta = load_policy_checkpoint(path, "cpu", scenario=cfg)
     counters = meta.get("counters") or {}
     return {"variant": policy.cfg.variant, "trained_on": getattr(meta.get("scenario"), "name", None),
-            "action": checkpoint_eval_action(meta, path), "conflicts": checkpoint_eval_conflicts(meta, policy.cfg.conflicts, path),
+            "action": checkpoint_eval_action(meta, path),
+            "conflicts": checkpoint_eval_conflicts(meta, policy.cfg.conflicts, path),
             "untrained": counters.get("update_step") == 0}
 
 

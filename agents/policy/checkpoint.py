@@ -382,17 +382,23 @@ def load_policy_checkpoint(
     return policy, meta
 
 
+def _run_choice(meta: Mapping[str, Any], key: str, default: Any, choices: Sequence[Any], path: str | Path) -> Any:
+    """``train_config[key]`` of the checkpoint's run, ``default`` when the file has none; a value
+    outside ``choices`` raises :class:`CheckpointError`."""
+    train = meta.get("train_config")
+    value = train.get(key, default) if isinstance(train, Mapping) else default
+    if value not in choices:
+        raise CheckpointError(f"checkpoint {str(path)!r}: train_config.{key} must be one of "
+                              f"{list(choices)}, got {value!r}")
+    return value
+
+
 def checkpoint_eval_action(meta: Mapping[str, Any], path: str | Path = "") -> str:
     """How the checkpoint's policy acts when evaluated (``train.eval_action`` of its run,
     :data:`~agents.policy.modes.EVAL_ACTIONS`); ``argmax`` for a checkpoint without one."""
     from .modes import ARGMAX, EVAL_ACTIONS
 
-    train = meta.get("train_config")
-    action = train.get("eval_action", ARGMAX) if isinstance(train, Mapping) else ARGMAX
-    if action not in EVAL_ACTIONS:
-        raise CheckpointError(f"checkpoint {str(path)!r}: train_config.eval_action must be one of "
-                              f"{list(EVAL_ACTIONS)}, got {action!r}")
-    return str(action)
+    return str(_run_choice(meta, "eval_action", ARGMAX, EVAL_ACTIONS, path))
 
 
 def checkpoint_eval_conflicts(meta: Mapping[str, Any], trained: str, path: str | Path = "") -> str:
@@ -401,14 +407,8 @@ def checkpoint_eval_conflicts(meta: Mapping[str, Any], trained: str, path: str |
     run without one."""
     from .modes import CONFLICT_MODES
 
-    train = meta.get("train_config")
-    mode = train.get("eval_conflicts") if isinstance(train, Mapping) else None
-    if mode is None:
-        return trained
-    if mode not in CONFLICT_MODES:
-        raise CheckpointError(f"checkpoint {str(path)!r}: train_config.eval_conflicts must be one of "
-                              f"{list(CONFLICT_MODES)} or null, got {mode!r}")
-    return str(mode)
+    mode = _run_choice(meta, "eval_conflicts", None, (None, *CONFLICT_MODES), path)
+    return trained if mode is None else str(mode)
 
 
 def _plain(v: Any) -> Any:

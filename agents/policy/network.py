@@ -28,8 +28,9 @@ float32 before any distribution computation (log-softmax, sampling, conflicts, e
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -293,6 +294,20 @@ class TapFingerPolicy(nn.Module):
         return al_logp, first_argmax(al_logp) if argmax else gumbel_argmax(al_logp, required_noise(noise, "allocation"))
 
     # ------------------------------------------------------------------ public API
+    @contextmanager
+    def conflicts_as(self, conflicts: str) -> Iterator[None]:
+        """Inside the block the same weights act with agents reconciled by ``conflicts``
+        (:data:`~agents.policy.modes.CONFLICT_MODES`, a runtime field of the config)."""
+        if conflicts == self.cfg.conflicts:
+            yield
+            return
+        own = self.cfg
+        self.cfg = replace(own, conflicts=conflicts)
+        try:
+            yield
+        finally:
+            self.cfg = own
+
     def act(
         self,
         obs: Mapping[str, Tensor],

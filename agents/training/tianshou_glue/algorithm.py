@@ -22,11 +22,10 @@ lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -163,20 +162,6 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
             generators.append(self.episode_generators[seed])
         return generators
 
-    @contextmanager
-    def _acting_conflicts(self, evaluating: bool) -> Iterator[None]:
-        """The net acts with ``eval_conflicts`` outside training steps (the same weights serve every
-        mode, as :class:`~agents.policy.scheduler.TapFingerScheduler` sets it), by its own mode otherwise."""
-        if not evaluating or self.eval_conflicts is None or self.eval_conflicts == self.net.cfg.conflicts:
-            yield
-            return
-        cfg = self.net.cfg
-        self.net.cfg = dataclasses.replace(cfg, conflicts=self.eval_conflicts)
-        try:
-            yield
-        finally:
-            self.net.cfg = cfg
-
     def forward(self, batch: ObsBatchProtocol, state: Any = None) -> ActBatchProtocol:  # type: ignore[override]
         evaluating = not self.is_within_training_step
         deterministic = self.deterministic_eval and evaluating
@@ -185,7 +170,8 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
             obs = obs_to_torch(batch.obs, device)
             store = self.store_behaviour and not evaluating
             generator = self.eval_generators(batch.info) if evaluating else None
-            with self._acting_conflicts(evaluating):
+            swap = evaluating and self.eval_conflicts is not None
+            with self.net.conflicts_as(self.eval_conflicts) if swap else nullcontext():
                 out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store,
                                    argmax_allocation=evaluating and self.argmax_allocation_eval)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
