@@ -29,7 +29,20 @@ def test_a_hand_worked_decision():
     assert tally.as_dict()["matching"] == 6
 
 
-def test_the_evaluation_reports_the_policys_coordination():
+def test_an_agent_that_chose_no_offered_slot_claimed_nothing():
+    # every agent is offered only task 10; in turn-taking modes agent 1 takes it and agents 0
+    # and 2, blocked, send [0, 0, 0]: slot 0 holds task 11 (not offered to agent 0) and an
+    # empty slot (agent 2); neither is a claim
+    pending = np.array([[11, 10], [-1, 10], [-1, 10]])
+    feasible = np.array([[False, True], [False, True], [False, True]])
+    tally = CoordinationTally()
+    tally.add(pending, feasible, slots=np.array([0, 1, 0]), placed={1}, ends_step=True)
+    assert tally.contested == 1 and tally.distinct == 1 and tally.matching == 1
+    assert tally.idle_ends == 1
+
+
+@pytest.mark.parametrize("conflicts", ["bayes", "room", "sequential"])
+def test_the_evaluation_reports_the_policys_coordination(conflicts):
     from envs.config import load_scenario
     from envs.scheduling import run_episode
     from agents.policy.config import PolicyConfig
@@ -38,7 +51,7 @@ def test_the_evaluation_reports_the_policys_coordination():
     from envs.observation import ObservationSpec
 
     cfg = load_scenario("synthetic-6", ["num_tasks=40"])
-    policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16))
+    policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16, conflicts=conflicts))
     result = run_episode(cfg, TapFingerScheduler(policy=policy, deterministic=False), 10_001)
     c = result.extra["coordination"]
     assert c["real_steps"] == result.steps and 0 <= c["idle_ends"] <= c["real_steps"]

@@ -4,7 +4,9 @@ Under the paper's Bayes rule every agent chooses a task on its own; when several
 same one, one wins and the others place nothing that round. Per decision with at least two
 agents that could start a task, :class:`CoordinationTally` counts
 
-* ``distinct``: the distinct tasks the agents claimed (their chosen slots);
+* ``distinct``: the distinct tasks the agents claimed: the slots they chose among those they
+  were offered (an agent that chose no offered slot, as one blocked in turn-taking modes,
+  claimed nothing);
 * ``uniform``: the distinct tasks expected if every such agent chose uniformly among its
   feasible slots: ``sum_t 1 - prod_{i: t feasible for i} (1 - 1 / |F_i|)``;
 * ``matching``: the most distinct tasks they could claim, the maximum matching of agents to
@@ -47,7 +49,7 @@ class CoordinationTally:
         if able.size < 2:
             return
         self.contested += 1
-        self.distinct += len({int(pending[i, slots[i]]) for i in able.tolist()})
+        self.distinct += len({int(pending[i, slots[i]]) for i in able.tolist() if feasible[i, slots[i]]})
         tasks, column = np.unique(pending[feasible], return_inverse=True)
         rows = np.repeat(np.arange(feasible.shape[0]), feasible.sum(axis=1))
         offered = np.zeros((feasible.shape[0], tasks.size))
