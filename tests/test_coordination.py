@@ -38,7 +38,22 @@ def test_an_agent_that_chose_no_offered_slot_claimed_nothing():
     tally = CoordinationTally()
     tally.add(pending, feasible, slots=np.array([0, 1, 0]), placed={1}, ends_step=True)
     assert tally.contested == 1 and tally.distinct == 1 and tally.matching == 1
+    assert tally.real_steps == 1 and tally.idle_ends == 0  # their one task started elsewhere: none waits
+
+
+def test_a_real_step_ends_idle_only_while_an_offered_task_waits():
+    pending = np.array([[10, 11], [10, -1]])
+    feasible = np.array([[True, True], [True, False]])
+    tally = CoordinationTally()
+    # both claim task 10 and agent 1 wins: agent 0 placed nothing while task 11 waits
+    tally.add(pending, feasible, slots=np.array([0, 0]), placed={1}, ends_step=True)
     assert tally.idle_ends == 1
+    # agent 0 wins: agent 1's only task started on cluster 0, so nothing waits for it
+    tally.add(pending, feasible, slots=np.array([0, 0]), placed={0}, ends_step=True)
+    assert tally.real_steps == 2 and tally.idle_ends == 1
+    # multi mode: a real step that ends with nothing placed while tasks are offered is idle
+    tally.add(pending, feasible, slots=np.array([0, 0]), placed=set(), ends_step=True)
+    assert tally.real_steps == 3 and tally.idle_ends == 2
 
 
 @pytest.mark.parametrize("conflicts", ["bayes", "room", "sequential"])

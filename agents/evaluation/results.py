@@ -451,8 +451,8 @@ def coordination_sentence(label: str, c: Mapping[str, Any]) -> str:
     return (f"Coordination ({label}, per decision where at least two agents could start a task): "
             f"{_fmt(c['distinct'])} distinct tasks claimed, against {_fmt(c['uniform'])} if each agent chose uniformly "
             f"among its feasible tasks and {_fmt(c['matching'])} for the maximum matching of agents to tasks ({way} of "
-            f"the way from uniform to the matching). Real steps that end while a cluster that placed nothing had a "
-            f"feasible task: {_percent(c['idle_share'])}.")
+            f"the way from uniform to the matching). Real steps that end while a cluster that placed nothing was "
+            f"offered a task no cluster started: {_percent(c['idle_share'])}.")
 
 
 def _percent(v: float | None) -> str:

@@ -163,7 +163,7 @@ def coordination_stats(results: Sequence[EpisodeResult]) -> dict[str, Any] | Non
     (``distinct``) beside uniform choice (``uniform``) and the maximum matching (``matching``),
     ``halfway``: how far ``distinct`` went from ``uniform`` to ``matching`` (1: all the way), the
     mean lost claims per episode, and ``idle_share``: the share of real steps that ended while a
-    cluster that placed nothing had a feasible task."""
+    cluster that placed nothing was offered a task that no cluster started."""
     tallies = [r.extra.get("coordination") for r in results]
     if not tallies or any(t is None for t in tallies):
         return None
@@ -184,7 +184,7 @@ def coordination_text(name: str, c: Mapping[str, Any]) -> str:
     """One line on ``name``'s coordination (:func:`coordination_stats`)."""
     way = "" if c["halfway"] is None else f", {100 * c['halfway']:.0f}% of the way from uniform to the matching"
     idle = "" if c["idle_share"] is None else (f"; {100 * c['idle_share']:.0f}% of real steps end with a cluster "
-                                               "idle while it had a feasible task")
+                                               "idle while a task it was offered waits")
     return (f"coordination of {name}: {_f(c['distinct'], 0).strip()} distinct tasks claimed per contested decision "
             f"(uniform choice {_f(c['uniform'], 0).strip()}, maximum matching {_f(c['matching'], 0).strip()}{way}); "
             f"{c['lost_claims']:.1f} lost claims per episode{idle}")

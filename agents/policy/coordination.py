@@ -13,8 +13,9 @@ agents that could start a task, :class:`CoordinationTally` counts
   their feasible tasks;
 
 and per real step whether it ended *idle*: some cluster that placed nothing in the step's last
-decision had a feasible task when it decided (single mode: a lost claim or a void with work to
-do; multi mode: a real step that ends while work waits).
+decision was offered a task that no cluster started in it (single mode: a lost claim or a void
+while work the others left waits; multi mode: a real step that ends while work waits). A
+cluster whose offered tasks all went to other clusters is not idle: no task waits for it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class CoordinationTally:
         able = np.flatnonzero(feasible.any(axis=1))
         if ends_step:
             self.real_steps += 1
-            self.idle_ends += int(any(i not in placed for i in able.tolist()))
+            started = {int(pending[i, slots[i]]) for i in placed}
+            self.idle_ends += int(any(i not in placed and not started.issuperset(pending[i, feasible[i]].tolist())
+                                      for i in able.tolist()))
         if able.size < 2:
             return
         self.contested += 1
