@@ -81,6 +81,45 @@ def test_the_counterfactual_runs_the_other_conflict_mode(monkeypatch):
     assert not called
 
 
+def _on_clusters(episodes: list[EpisodeResult], clusters: list[list[int]]) -> list[EpisodeResult]:
+    """The episodes with their tasks started on ``clusters`` (one list per episode)."""
+    from dataclasses import replace
+
+    return [replace(e, records={**e.records, "cluster": np.array(c, dtype=np.int64)}) for e, c in zip(episodes, clusters)]
+
+
+def test_clusters_of_several_sizes_split_each_type_by_the_size_it_started_on():
+    # sizes: cluster 0 (4, 4); clusters 1 and 2 (8, 8). Finished: img on 0 (wait 1) and 2 (wait 3),
+    # lm on 1 (wait 0) and 1 (wait 2); the unfinished lm task on 0 enters nothing
+    episodes = _on_clusters(EPISODES, [[0, 1, 0], [2, 1]])
+    split = time_split(episodes, ["img", "lm"], preemptive=False, capacities=[(4, 4), (8, 8), (8, 8)])
+    rows = {(tuple(r["capacity"]), r["type"]): r for r in split["by_capacity"]}
+    assert list(rows) == [((4, 4), "img"), ((4, 4), "lm"), ((8, 8), "img"), ((8, 8), "lm")]
+    assert (rows[(4, 4), "img"]["tasks"], rows[(4, 4), "img"]["share"], rows[(4, 4), "img"]["wait"]) == (1, 0.5, 1.0)
+    assert (rows[(8, 8), "img"]["wait"], rows[(8, 8), "img"]["run"]) == (3.0, 4.0)
+    assert (rows[(4, 4), "lm"]["tasks"], rows[(4, 4), "lm"]["share"], rows[(4, 4), "lm"]["wait"]) == (0, 0.0, None)
+    assert (rows[(8, 8), "lm"]["tasks"], rows[(8, 8), "lm"]["share"], rows[(8, 8), "lm"]["wait"]) == (2, 1.0, 1.0)
+    # one size for every cluster (or none given): no split
+    assert time_split(episodes, ["img", "lm"], preemptive=False, capacities=[(8, 8)] * 3)["by_capacity"] is None
+    assert time_split(episodes, ["img", "lm"], preemptive=False)["by_capacity"] is None
+
+
+def test_the_page_shows_the_split_by_cluster_size_when_sizes_differ():
+    caps = [(4, 4), (8, 8), (8, 8)]
+    ours = time_split(_on_clusters(EPISODES, [[0, 1, 0], [2, 1]]), ["img", "lm"], preemptive=False, capacities=caps)
+    theirs = time_split(_on_clusters(EPISODES, [[1, 1, 1], [2, 0]]), ["img", "lm"], preemptive=False, capacities=caps)
+    diag = {"policy": "tapfinger", "baseline": "optimus", "splits": {"tapfinger": ours, "optimus": theirs}}
+    md = scenario_markdown(_results(diag, None))
+    assert "| cluster (CPUs, GPUs) | task type | share of the type: tapfinger / optimus |" in md
+    assert "| (4, 4) | img | 50% / 0% | 1.00 / n/a | 4.00 / n/a | 1.0 / n/a |" in md
+    assert "| (4, 4) | lm | 0% / 50% | n/a / 2.00 | n/a / 6.00 | n/a / 5.0 |" in md
+    assert "| (8, 8) | lm | 100% / 50% | 1.00 / 0.00 |" in md
+    even = time_split(EPISODES, ["img", "lm"], preemptive=False, capacities=[(8, 8)] * 3)
+    md = scenario_markdown(_results({"policy": "tapfinger", "baseline": "optimus",
+                                     "splits": {"tapfinger": even, "optimus": even}}, None))
+    assert "By cluster size" not in md
+
+
 def _results(diag: dict, counterfactual: dict | None) -> RecipeResults:
     return RecipeResults(scenario="tiny-3", command="python benchmarks/reproduce.py --config tiny-3 --seeds 1",
                          heldout_seeds=[500000, 500001], validation_seeds=[10000], rows=[], baselines={}, bound=1.0,

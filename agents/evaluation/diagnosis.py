@@ -55,13 +55,16 @@ def _row(name: str, total: int, wait: np.ndarray, run: np.ndarray, cpu: np.ndarr
             "jct": mean(wait + run), "cpu": mean(cpu), "gpu": mean(gpu)}
 
 
-def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], preemptive: bool) -> dict[str, Any]:
+def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], preemptive: bool,
+               capacities: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
     """Mean wait, run and JCT (real steps) and mean CPUs and GPUs held of the finished tasks of
     ``results``, per task type (``rows``, one per name of ``type_names``, then ``all``), with the
     tasks that never finished (``unfinished``), the mean lost claims per episode (``lost_claims``) and,
     for a learned policy, its coordination (``coordination``, :func:`~.summary.coordination_stats`).
     The resources are those at start, or for a ``preemptive`` scheduler the mean over the steps a
-    task ran (its allocation changes)."""
+    task ran (its allocation changes). With clusters of more than one size (``capacities``, one
+    ``(cpu, gpu)`` per cluster), ``by_capacity`` splits each type by the size of the cluster its
+    tasks started on (:func:`capacity_split`); else it is None."""
     cpu_key, gpu_key = ("avg_cpu", "avg_gpu") if preemptive else ("cpu", "gpu")
     types = np.concatenate([r.records["type"][r.finished] for r in results])
     wait = np.concatenate([r.wait for r in results]).astype(np.float64)
@@ -72,9 +75,31 @@ def time_split(results: Sequence[EpisodeResult], type_names: Sequence[str], pree
     rows = [_row(name, total, *(x[types == index] for x in (wait, run, cpu, gpu))) for index, name in enumerate(type_names)]
     rows.append(_row("all", total, wait, run, cpu, gpu))
     unfinished = sum(int((~r.finished).sum()) for r in results)
+    by_capacity = None
+    if capacities is not None and len({tuple(c) for c in capacities}) > 1:
+        cluster = np.concatenate([r.records["cluster"][r.finished] for r in results]).astype(np.int64)
+        by_capacity = capacity_split(np.asarray(capacities, dtype=np.int64)[cluster], types, type_names,
+                                     wait, run, cpu, gpu)
     return {"rows": rows, "unfinished": unfinished,
             "lost_claims": float(np.mean([r.conflicts for r in results])) if results else None,
-            "coordination": coordination_stats(results) if results else None}
+            "coordination": coordination_stats(results) if results else None,
+            "by_capacity": by_capacity}
+
+
+def capacity_split(size: np.ndarray, types: np.ndarray, type_names: Sequence[str], wait: np.ndarray,
+                   run: np.ndarray, cpu: np.ndarray, gpu: np.ndarray) -> list[dict[str, Any]]:
+    """Per cluster size (``size (T, 2)``: the capacity of the cluster each finished task started on,
+    smallest first) and task type, the :func:`_row` of those tasks, ``share`` being their share of
+    the type's tasks, with the size as ``capacity``."""
+    out = []
+    for cap in sorted({(int(c), int(g)) for c, g in size}):
+        here = (size[:, 0] == cap[0]) & (size[:, 1] == cap[1])
+        for index, name in enumerate(type_names):
+            of_type = types == index
+            sel = here & of_type
+            row = _row(name, int(of_type.sum()), wait[sel], run[sel], cpu[sel], gpu[sel])
+            out.append({"capacity": list(cap), **row})
+    return out
 
 
 def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: str = "tapfinger") -> dict[str, Any]:
@@ -86,8 +111,10 @@ def diagnose(run: EvaluationRun, policies: Sequence[str], baseline: str, label: 
         "policy": label,
         "baseline": baseline,
         "splits": {
-            label: time_split(pooled, names, preemptive=any(run.preemptive.get(p, False) for p in policies)),
-            baseline: time_split(run.results[baseline], names, preemptive=run.preemptive.get(baseline, False)),
+            label: time_split(pooled, names, preemptive=any(run.preemptive.get(p, False) for p in policies),
+                              capacities=run.cfg.capacities),
+            baseline: time_split(run.results[baseline], names, preemptive=run.preemptive.get(baseline, False),
+                                 capacities=run.cfg.capacities),
         },
     }
 

@@ -414,6 +414,8 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
         gap = {k: _signed(mine[k] - theirs_all[k]) for k in ("jct", "wait", "run")}
         lines += ["", f"Mean JCT {label} − {base}: {gap['jct']} = wait {gap['wait']} + run {gap['run']} "
                       "(over every finished task)."]
+    if ours.get("by_capacity") and theirs.get("by_capacity"):
+        lines += ["", *capacity_markdown(label, base, ours["by_capacity"], theirs["by_capacity"])]
     lines += ["", f"Unfinished tasks: {label} {ours['unfinished']}, {base} {theirs['unfinished']}. Lost claims per "
                   f"episode ({label}: claims that lost a Bayes conflict, the cluster placing nothing that round): "
                   f"{_fmt(ours['lost_claims'], 1)}."]
@@ -421,6 +423,28 @@ def diagnosis_markdown(diagnosis: Mapping[str, Any], counterfactual: Mapping[str
         lines += ["", coordination_sentence(label, ours["coordination"])]
     if counterfactual is not None:
         lines += ["", counterfactual_sentence(counterfactual)]
+    return lines
+
+
+def capacity_markdown(label: str, base: str, ours: Sequence[Mapping[str, Any]],
+                      theirs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The page's table of :func:`~.diagnosis.capacity_split`: per cluster size and task type, where the
+    type's tasks started and how long they waited and ran there (clusters of more than one size only)."""
+    lines = [
+        "By cluster size: the share of each type's finished tasks that started on clusters of that size, and "
+        "their mean wait, run and GPUs there.",
+        "",
+        f"| cluster (CPUs, GPUs) | task type | share of the type: {label} / {base} | wait: {label} / {base} "
+        f"| run: {label} / {base} | GPUs: {label} / {base} |",
+        "|---|---|---|---|---|---|",
+    ]
+    theirs_at = {(tuple(b["capacity"]), b["type"]): b for b in theirs}
+    for a in ours:
+        b = theirs_at.get((tuple(a["capacity"]), a["type"]), {})
+        share = " / ".join("–" if r.get("share") is None else f"{r['share']:.0%}" for r in (a, b))
+        lines.append(f"| ({a['capacity'][0]}, {a['capacity'][1]}) | {a['type']} | {share} | "
+                     f"{_fmt(a['wait'])} / {_fmt(b.get('wait'))} | {_fmt(a['run'])} / {_fmt(b.get('run'))} | "
+                     f"{_fmt(a['gpu'], 1)} / {_fmt(b.get('gpu'), 1)} |")
     return lines
 
 
