@@ -91,14 +91,13 @@ def capacity_split(size: np.ndarray, types: np.ndarray, type_names: Sequence[str
     """Per cluster size (``size (T, 2)``: the capacity of the cluster each finished task started on,
     smallest first) and task type, the :func:`_row` of those tasks, ``share`` being their share of
     the type's tasks, with the size as ``capacity``."""
+    of_type = [types == index for index in range(len(type_names))]
     out = []
     for cap in sorted({(int(c), int(g)) for c, g in size}):
         here = (size[:, 0] == cap[0]) & (size[:, 1] == cap[1])
-        for index, name in enumerate(type_names):
-            of_type = types == index
-            sel = here & of_type
-            row = _row(name, int(of_type.sum()), wait[sel], run[sel], cpu[sel], gpu[sel])
-            out.append({"capacity": list(cap), **row})
+        for name, mine in zip(type_names, of_type):
+            sel = here & mine
+            out.append({"capacity": list(cap), **_row(name, int(mine.sum()), wait[sel], run[sel], cpu[sel], gpu[sel])})
     return out
 
 
