@@ -5,12 +5,19 @@ A refactor of the loss, GAE, return scaling or tianshou glue that changes behavi
 fails this test. A deliberate change of the learning rule regenerates the pins
 (``tests/learning_pin.json``) with ``python tests/test_learning_pin.py`` and says so in its
 commit message.
+
+Each run is a fresh Python process whose numerical libraries use code paths that give the same bits
+on every x86-64 CPU (``PORTABLE_NUMERICS``): MKL's and oneDNN's kernels, ATen's vectorised kernels
+and numpy's SIMD dispatch otherwise pick AVX2 or AVX-512 code by the CPU they find, and those round
+differently in the last bits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,21 +70,59 @@ def pinned_run(tmp: Path, case: str) -> dict[str, object]:
 
 PIN_FILE = Path(__file__).with_name("learning_pin.json")
 
+#: environment under which a run's floating point is the same on every x86-64 CPU (read at import
+#: time by the libraries, hence a fresh process): MKL's conditional numerical reproducibility,
+#: oneDNN capped at SSE4.1, ATen's scalar kernels, numpy without its dispatched SIMD loops, one thread
+PORTABLE_NUMERICS = {
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "ATEN_CPU_CAPABILITY": "default",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def portable_pinned_run(tmp: Path, case: str) -> dict[str, object]:
+    """``pinned_run`` of ``case`` in a fresh process under ``PORTABLE_NUMERICS``."""
+    out = tmp / f"{case}.json"
+    env = {**os.environ, **PORTABLE_NUMERICS}
+    proc = subprocess.run([sys.executable, __file__, "--case", case, "--tmp", str(tmp), "--out", str(out)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"pinned run of {case} failed:\n{proc.stderr[-3000:]}"
+    return json.loads(out.read_text())
+
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_updates_reproduce_the_pinned_parameters_and_statistics(tmp_path, case):
-    torch.set_num_threads(1)
-    got = pinned_run(tmp_path, case)
+    got = portable_pinned_run(tmp_path, case)
     want = json.loads(PIN_FILE.read_text())[case]
     assert got["update"] == want["update"]
     assert got["params"] == want["params"]
 
 
-if __name__ == "__main__":  # regenerate the pins
+def test_the_portable_numerics_reach_the_run(tmp_path):
+    """The child process really runs ATen's scalar kernels (the variable names are the libraries' own)."""
+    env = {**os.environ, **PORTABLE_NUMERICS}
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "DEFAULT"
+
+
+if __name__ == "__main__":
+    import argparse
     import tempfile
 
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as d:
-        pins = {case: pinned_run(Path(d), case) for case in sorted(CASES)}
-    PIN_FILE.write_text(json.dumps(pins, indent=1) + "\n")
-    print(f"wrote {PIN_FILE}")
+    parser = argparse.ArgumentParser(description="Regenerate the learning pins, or compute one case.")
+    parser.add_argument("--case", choices=sorted(CASES), help="compute this case only (the test's child process)")
+    parser.add_argument("--tmp", type=Path, help="run directory root of --case")
+    parser.add_argument("--out", type=Path, help="where --case writes its result")
+    args = parser.parse_args()
+    if args.case:
+        torch.set_num_threads(1)
+        args.out.write_text(json.dumps(pinned_run(args.tmp, args.case)))
+    else:  # regenerate the pins, each case in its own portable process
+        with tempfile.TemporaryDirectory() as d:
+            pins = {case: portable_pinned_run(Path(d), case) for case in sorted(CASES)}
+        PIN_FILE.write_text(json.dumps(pins, indent=1) + "\n")
+        print(f"wrote {PIN_FILE}")
