@@ -264,6 +264,59 @@ def test_a_killed_subproc_worker_raises_worker_died_at_the_next_step():
             pass
 
 
+class _DyingProcess:
+    """A process that reads as alive for its first ``alive_polls`` polls: the kernel closes a killed
+    process's pipes before its parent can reap it."""
+
+    def __init__(self, alive_polls: int) -> None:
+        self.polls, self.alive_polls = 0, alive_polls
+        self.pid, self.exitcode = 4242, None
+
+    def is_alive(self) -> bool:
+        self.polls += 1
+        if self.polls > self.alive_polls:
+            self.exitcode = -9
+        return self.exitcode is None
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_a_pipe_that_breaks_before_its_worker_is_reaped_is_still_a_dead_worker():
+    import types
+
+    from agents.training.envs import WatchedSubprocVectorEnv
+    from agents.training.vector_env import WorkerDied
+
+    env = WatchedSubprocVectorEnv.__new__(WatchedSubprocVectorEnv)  # only _watched and its workers are used
+    healthy, dying = types.SimpleNamespace(process=_DyingProcess(10**9)), _DyingProcess(3)
+    env.workers = [healthy, types.SimpleNamespace(process=dying)]
+
+    def reset_by_peer():
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    with pytest.raises(WorkerDied, match=r"worker 1 \(pid 4242\) died \(killed by signal 9\)"):
+        env._watched(reset_by_peer)
+    assert dying.polls == 4
+
+
+def test_a_broken_pipe_with_every_worker_alive_is_not_blamed_on_a_worker(monkeypatch):
+    import types
+
+    from agents.training import vector_env
+    from agents.training.envs import WatchedSubprocVectorEnv
+
+    monkeypatch.setattr(vector_env.first_dead, "__defaults__", (0.1,))  # a short grace
+    env = WatchedSubprocVectorEnv.__new__(WatchedSubprocVectorEnv)
+    env.workers = [types.SimpleNamespace(process=_DyingProcess(10**9))]
+
+    def broken():
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        env._watched(broken)
+
+
 def test_a_killed_ray_actor_raises_worker_died():
     ray = pytest.importorskip("ray")  # the test extra installs it (make test)
     from agents.training.vector_env import ShardedBatchVectorEnv, WorkerDied

@@ -26,7 +26,7 @@ from envs.gym_env import EdgeClustersEnv
 
 from .config import TrainConfig
 from .stagger import random_feasible_actions, stagger_rng, stagger_target
-from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv, WorkerDied, worker_death
+from .vector_env import BatchVectorEnv, SeedSchedule, ShardedBatchVectorEnv, WorkerDied, first_dead, worker_death
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -134,10 +134,10 @@ class WatchedSubprocVectorEnv(SubprocVectorEnv):
         try:
             return call()
         except (EOFError, ConnectionError) as exc:
-            dead = [k for k, w in enumerate(self.workers) if not w.process.is_alive()]
-            if not dead:
+            dead = first_dead([w.process for w in self.workers])
+            if dead is None:
                 raise
-            raise WorkerDied(worker_death(dead[0], self.workers[dead[0]].process)) from exc
+            raise WorkerDied(worker_death(dead, self.workers[dead].process)) from exc
 
     def reset(self, env_id: Any = None, **kwargs: Any) -> Any:
         return self._watched(lambda: super(WatchedSubprocVectorEnv, self).reset(env_id, **kwargs))

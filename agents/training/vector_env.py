@@ -16,6 +16,7 @@ interface, and returns arrays where the stock vector envs return one object per 
 
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -236,6 +237,22 @@ def worker_death(k: int, proc: Any) -> str:
     how = "" if proc.exitcode is None else (f" (killed by signal {-proc.exitcode})" if proc.exitcode < 0
                                             else f" (exit code {proc.exitcode})")
     return f"vector env worker {k} (pid {proc.pid}) died{how}"
+
+
+#: how long a broken pipe waits for the process behind it to be reported dead: the kernel closes a
+#: killed process's pipes before its parent can reap it, and on a loaded machine that gap is visible
+DEATH_GRACE_S = 5.0
+
+
+def first_dead(procs: Sequence[Any], grace_s: float = DEATH_GRACE_S) -> int | None:
+    """Index of the first of ``procs`` (``multiprocessing`` processes) that is dead, polled for up to
+    ``grace_s`` seconds after a pipe to one of them broke; None if all of them live on."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        dead = [k for k, proc in enumerate(procs) if not proc.is_alive()]
+        if dead or time.monotonic() >= deadline:
+            return dead[0] if dead else None
+        time.sleep(0.02)
 
 
 class WorkerDied(RuntimeError):
