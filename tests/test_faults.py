@@ -306,7 +306,7 @@ def test_a_broken_pipe_with_every_worker_alive_is_not_blamed_on_a_worker(monkeyp
     from agents.training import vector_env
     from agents.training.envs import WatchedSubprocVectorEnv
 
-    monkeypatch.setattr(vector_env.first_dead, "__defaults__", (0.1,))  # a short grace
+    monkeypatch.setattr(vector_env, "DEATH_GRACE_S", 0.1)
     env = WatchedSubprocVectorEnv.__new__(WatchedSubprocVectorEnv)
     env.workers = [types.SimpleNamespace(process=_DyingProcess(10**9))]
 

@@ -83,12 +83,16 @@ PORTABLE_NUMERICS = {
 }
 
 
+def portable_env() -> dict[str, str]:
+    """This process's environment with ``PORTABLE_NUMERICS`` laid over it."""
+    return {**os.environ, **PORTABLE_NUMERICS}
+
+
 def portable_pinned_run(tmp: Path, case: str) -> dict[str, object]:
     """``pinned_run`` of ``case`` in a fresh process under ``PORTABLE_NUMERICS``."""
     out = tmp / f"{case}.json"
-    env = {**os.environ, **PORTABLE_NUMERICS}
     proc = subprocess.run([sys.executable, __file__, "--case", case, "--tmp", str(tmp), "--out", str(out)],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          env=portable_env(), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"pinned run of {case} failed:\n{proc.stderr[-3000:]}"
     return json.loads(out.read_text())
 
@@ -101,11 +105,11 @@ def test_two_updates_reproduce_the_pinned_parameters_and_statistics(tmp_path, ca
     assert got["params"] == want["params"]
 
 
-def test_the_portable_numerics_reach_the_run(tmp_path):
+def test_the_portable_numerics_reach_the_run():
     """The child process really runs ATen's scalar kernels (the variable names are the libraries' own)."""
-    env = {**os.environ, **PORTABLE_NUMERICS}
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
-    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    got = subprocess.run([sys.executable, "-c", code], env=portable_env(), capture_output=True, text=True,
+                         check=True)
     assert got.stdout.strip() == "DEFAULT"
 
 
@@ -118,6 +122,8 @@ if __name__ == "__main__":
     parser.add_argument("--tmp", type=Path, help="run directory root of --case")
     parser.add_argument("--out", type=Path, help="where --case writes its result")
     args = parser.parse_args()
+    if args.case and (args.tmp is None or args.out is None):
+        parser.error("--case needs --tmp and --out")
     if args.case:
         torch.set_num_threads(1)
         args.out.write_text(json.dumps(pinned_run(args.tmp, args.case)))

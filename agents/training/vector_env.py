@@ -244,14 +244,14 @@ def worker_death(k: int, proc: Any) -> str:
 DEATH_GRACE_S = 5.0
 
 
-def first_dead(procs: Sequence[Any], grace_s: float = DEATH_GRACE_S) -> int | None:
+def first_dead(procs: Sequence[Any]) -> int | None:
     """Index of the first of ``procs`` (``multiprocessing`` processes) that is dead, polled for up to
-    ``grace_s`` seconds after a pipe to one of them broke; None if all of them live on."""
-    deadline = time.monotonic() + grace_s
+    :data:`DEATH_GRACE_S` seconds after a pipe to one of them broke; None if all of them live on."""
+    deadline = time.monotonic() + DEATH_GRACE_S
     while True:
-        dead = [k for k, proc in enumerate(procs) if not proc.is_alive()]
-        if dead or time.monotonic() >= deadline:
-            return dead[0] if dead else None
+        dead = next((k for k, proc in enumerate(procs) if not proc.is_alive()), None)
+        if dead is not None or time.monotonic() >= deadline:
+            return dead
         time.sleep(0.02)
 
 
