@@ -4,11 +4,13 @@
     python benchmarks/tune.py --config multi-3 --candidate ent0.001:train.ent_coef=0.001 [--candidate ...]
         [--seeds 3] [--first-seed 0] [--device auto|cpu|cuda] [--parallel P] [--threads T]
         [--runs runs/tuning] [--recipe-runs runs/reproduce] [--out docs/results/tuning] [--workers W]
-        [--train-only]
+        [--probe STEPS] [--train-only]
 
 A candidate is ``NAME:key=value[,key=value...]``: the recipe with those ``train.py`` overrides. Its
 seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
-``benchmarks/reproduce.py``'s runs, ``<recipe-runs>/<scenario>/s<seed>/``. Finished runs are not
+``benchmarks/reproduce.py``'s runs, ``<recipe-runs>/<scenario>/s<seed>/``. ``--probe STEPS`` screens at a
+short budget: every run, the recipe's included, trains STEPS env steps in
+``<runs>/<scenario>/probe-<STEPS>/<NAME>/s<seed>/`` and the pages are ``<scenario>-probe-<STEPS>.*``. Finished runs are not
 trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
 Then every seed's ``best.pt`` is scored again on the recipe's validation workloads beside optimus
 (preemptive and not; the better of them is the rival whose mean the env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
@@ -44,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="parent of the recipe's run directories, shared with reproduce.py (default runs/reproduce)")
     out = f"docs/results/{TUNING_DIR}"
     p.add_argument("--out", default=out, help=f"results directory (default {out})")
+    p.add_argument("--probe", type=int, default=None, metavar="STEPS",
+                   help="a short probe: every run, the recipe's included, trains STEPS env steps in "
+                        "<runs>/<scenario>/probe-<STEPS>/ (pages <scenario>-probe-<STEPS>.*)")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
     return p
 
@@ -57,6 +62,8 @@ def command_text(args: argparse.Namespace) -> str:
     parts.append(f"--seeds {args.seeds}")
     if args.first_seed:
         parts.append(f"--first-seed {args.first_seed}")
+    if args.probe is not None:
+        parts.append(f"--probe {args.probe}")
     return " ".join(parts)
 
 
@@ -70,15 +77,16 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        VALIDATION_KEYS, TuningRow, document, markdown, parse_candidate, run_dir, summarise, write_csv,
+        PROBE_KEY, VALIDATION_KEYS, TuningRow, document, markdown, page_stem, parse_candidate, probe_overrides,
+        run_dir, sets_probe_key, summarise, write_csv,
     )
     from agents.training.checkpoints import BEST, RESULT_FILE
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
-    for name, low in (("seeds", 1), ("first_seed", 0)):
-        if getattr(args, name) < low:
+    for name, low in (("seeds", 1), ("first_seed", 0), ("probe", 1)):
+        if getattr(args, name) is not None and getattr(args, name) < low:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
     device = machine_device(args)
     if not args.candidate:
@@ -89,10 +97,15 @@ def run(args: argparse.Namespace) -> int:
         if c.name in seen:
             raise ConfigError(f"--candidate {c.name!r} is given twice")
         seen.add(c.name)
-    spec = prepare_run(args.config)  # the recipe (bad YAML: ConfigError before anything runs)
+        if args.probe is not None and sets_probe_key(c):
+            raise ConfigError(f"--candidate {c.name} sets {PROBE_KEY}: under --probe every run trains the probe's "
+                              f"{args.probe} env steps")
+    probe = probe_overrides(args.probe)
+    recipe_steps = prepare_run(args.config).train.steps  # the recipe's own budget (bad YAML: ConfigError here)
+    spec = prepare_run(args.config, list(probe))  # the recipe as it trains here (a probe: at the probe's steps)
     for c in candidates:  # every candidate's overrides are valid, and it validates on the recipe's workloads
         try:
-            cspec = prepare_run(args.config, list(c.overrides))
+            cspec = prepare_run(args.config, [*c.overrides, *probe])
         except ConfigError as exc:
             raise ConfigError(f"--candidate {c.name}: {exc}") from None
         changed = [k for k in VALIDATION_KEYS if getattr(cspec.train, k) != getattr(spec.train, k)]
@@ -105,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = spec.scenario.name
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs, recipe_runs = Path(args.runs), Path(args.recipe_runs)
-    everyone = [(RECIPE, ()), *((c.name, c.overrides) for c in candidates)]
-    dirs = {(n, s): run_dir(runs, recipe_runs, scenario, n, s) for n, _ in everyone for s in seeds}
+    everyone = [(RECIPE, probe), *((c.name, (*c.overrides, *probe)) for c in candidates)]
+    dirs = {(n, s): run_dir(runs, recipe_runs, scenario, n, s, args.probe) for n, _ in everyone for s in seeds}
     jobs = [SeedRun(f"{n} s{s}", args.config, s, dirs[n, s], tuple(o)) for s in seeds for n, o in everyone]
     failed = train_runs(jobs, device, args.parallel, args.threads)
     if failed:
@@ -150,14 +163,17 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
-    page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows)
-    (out / f"{scenario}.md").write_text(page)
-    write_csv(out / f"{scenario}.csv", rows, rival_name)
-    write_json(out / f"{scenario}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,
-                                                  rival_name, summaries, rows))
-    plot_variants(out / f"{scenario}.png", scenario, curves, baselines, title="Recipe tuning")
+    stem = page_stem(scenario, args.probe)
+    page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows,
+                    probe=args.probe, recipe_steps=recipe_steps)
+    (out / f"{stem}.md").write_text(page)
+    write_csv(out / f"{stem}.csv", rows, rival_name)
+    write_json(out / f"{stem}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,
+                                              rival_name, summaries, rows, probe=args.probe))
+    title = "Recipe tuning" if args.probe is None else f"Recipe tuning, probe of {args.probe:,} env steps"
+    plot_variants(out / f"{stem}.png", scenario, curves, baselines, title=title)
     for suffix in ("md", "csv", "json", "png"):
-        print(f"wrote {out / f'{scenario}.{suffix}'}", flush=True)
+        print(f"wrote {out / f'{stem}.{suffix}'}", flush=True)
     print(page)
     return 0
 

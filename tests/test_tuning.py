@@ -16,7 +16,9 @@ from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir in
 
 from agents.evaluation.results import report_seeds
 from agents.evaluation.ablations import RECIPE
-from agents.evaluation.tuning import Candidate, TuningRow, parse_candidate, run_dir, summarise
+from agents.evaluation.tuning import (
+    Candidate, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, summarise,
+)
 from envs.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +50,16 @@ def test_a_malformed_candidate_is_refused(text, message):
 def test_the_recipe_runs_are_reproduce_runs(tmp_path):
     assert run_dir(tmp_path / "t", tmp_path / "r", "multi-3", RECIPE, 2) == tmp_path / "r" / "multi-3" / "s2"
     assert run_dir(tmp_path / "t", tmp_path / "r", "multi-3", "ent01", 2) == tmp_path / "t" / "multi-3" / "ent01" / "s2"
+
+
+def test_a_probe_keeps_every_run_and_page_apart_from_the_full_budget_ones(tmp_path):
+    for name in (RECIPE, "ent01"):
+        assert run_dir(tmp_path / "t", tmp_path / "r", "multi-3", name, 1, probe=524288) == (
+            tmp_path / "t" / "multi-3" / "probe-524288" / name / "s1")
+    assert probe_overrides(None) == () and probe_overrides(4096) == ("train.steps=4096",)
+    assert page_stem("multi-3") == "multi-3" and page_stem("multi-3", 4096) == "multi-3-probe-4096"
+    assert sets_probe_key(parse_candidate("b:train.lr=1e-3, train.steps=100"))
+    assert not sets_probe_key(parse_candidate("b:train.lr=1e-3,train.steps_per_x=1"))
 
 
 def _row(candidate, seed, best, recipe_best):
@@ -170,10 +182,16 @@ def _tune(*argv: str) -> subprocess.CompletedProcess:
     (["v:name=other"], "--candidate v renames the scenario"),
     (["v:train.lr=1e-3", "v:train.lr=1e-4"], "--candidate 'v' is given twice"),
     ([], "give at least one --candidate"),
+    (["v:train.steps=65536", "--probe", "131072"], "--candidate v sets train.steps: under --probe"),
+    (["v:train.lr=1e-3", "--probe", "0"], "--probe must be >= 1"),
 ])
 def test_tune_refuses_bad_candidates_before_anything_trains(tmp_path, candidates, message):
     args = ["--config", "synthetic-3", "--runs", str(tmp_path / "t"), "--recipe-runs", str(tmp_path / "r"),
             "--out", str(tmp_path / "o")]
+    if "--probe" in candidates:
+        at = candidates.index("--probe")
+        args += candidates[at:at + 2]
+        candidates = candidates[:at]
     for c in candidates:
         args += ["--candidate", c]
     proc = _tune(*args)
@@ -192,3 +210,29 @@ def test_a_results_page_links_the_scenarios_tuning_page_when_there_is_one(tmp_pa
     (tmp_path / "tuning" / "multi-3.md").write_text("# a tuning page\n")
     write_scenario_results(tmp_path, results)
     assert "[tuning/multi-3.md](tuning/multi-3.md)" in (tmp_path / "multi-3.md").read_text()
+
+
+def test_a_probe_trains_every_run_at_its_steps_and_writes_its_own_pages(tmp_path):
+    """``--probe 64`` on the tiny recipe (128 steps): the recipe and the candidate both train 64 env steps
+    under the tuning runs (reproduce.py's are not touched), and the pages are tiny-3-probe-64.*."""
+    import yaml
+
+    recipe = tmp_path / "tiny-3.yaml"
+    recipe.write_text(TINY_RECIPE)
+    proc = _tune("--config", str(recipe), "--candidate", "lr:train.lr=1e-3", "--seeds", "1", "--probe", "64",
+                 "--runs", str(tmp_path / "tuning"), "--recipe-runs", str(tmp_path / "reproduce"),
+                 "--out", str(tmp_path / "out"), "--workers", "1", "--device", "cpu", "--threads", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "reproduce").exists()
+    for name in (RECIPE, "lr"):
+        saved = yaml.safe_load((tmp_path / "tuning" / "tiny-3" / "probe-64" / name / "s0" / "config.yaml").read_text())
+        assert saved["train"]["steps"] == 64
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == [f"tiny-3-probe-64.{x}" for x in ("csv", "json", "md", "png")]
+    assert {int(r["env_steps"]) for r in csv.DictReader((out / "tiny-3-probe-64.csv").open())} == {64}
+    assert json.loads((out / "tiny-3-probe-64.json").read_text())["probe"] == 64
+    md = (out / "tiny-3-probe-64.md").read_text()
+    assert md.splitlines()[0] == "# Recipe tuning on tiny-3: validation workloads only, a probe of 64 env steps"
+    assert md.splitlines()[4].strip().endswith("--candidate lr:train.lr=1e-3 --seeds 1 --probe 64")
+    assert "trains 64 env steps (`train.steps=64`) instead of the recipe's 128" in md
+    assert "![tiny-3 validation curves](tiny-3-probe-64.png)" in md
