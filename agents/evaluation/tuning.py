@@ -169,7 +169,7 @@ def probe_text(probe: int | None, recipe_steps: int | None) -> str:
     recipe = "" if recipe_steps is None else f" instead of the recipe's {recipe_steps:,}"
     return (f"**Probe:** every run, the recipe's included, trains {probe:,} env steps (`{PROBE_KEY}={probe}`){recipe}, "
             "and the learning-rate schedule (`train.lr_schedule`) runs over the probe's steps. A probe screens changes; one that "
-            "pays across seeds earns full-budget runs (`tune.py` without `--probe`) before it is adopted.")
+            "pays across seeds earns full-budget runs before it is adopted.")
 
 
 def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
