@@ -162,10 +162,8 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-def probe_text(probe: int | None, recipe_steps: int | None) -> str:
-    """The page's sentence on a probe's budget ('' for full-budget runs)."""
-    if probe is None:
-        return ""
+def probe_text(probe: int, recipe_steps: int | None) -> str:
+    """The page's sentence on a probe's budget of ``probe`` env steps."""
     recipe = "" if recipe_steps is None else f" instead of the recipe's {recipe_steps:,}"
     return (f"**Probe:** every run, the recipe's included, trains {probe:,} env steps (`{PROBE_KEY}={probe}`){recipe}, "
             "and the learning-rate schedule (`train.lr_schedule`) runs over the probe's steps. A probe screens changes; one that "
