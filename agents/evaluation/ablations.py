@@ -47,8 +47,11 @@ FLOOR_FACTOR = 3
 #: the lost-claim penalty of the claim-penalty variant (``train.lost_claim_penalty``): about what a lost
 #: claim costs, in task-steps, on synthetic-6's validation workloads (the Bayes-to-room gap over its lost claims)
 CLAIM_PENALTY = 4
-#: the curve plot's y axis ends at this multiple of the worst baseline's validation mean JCT
+#: the curve plot's y axis ends at this multiple of the worst baseline's validation mean JCT, or higher
+#: (:func:`curve_ylim`)
 CURVE_CEILING = 1.6
+#: ... at least this multiple of the highest of the variants' last mean points, so every curve's end shows
+CURVE_HEADROOM = 1.1
 
 ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
     Ablation(RECIPE, "the recipe: the paper's method (HAN, pointer, Bayes conflicts, masking), from scratch"),
@@ -213,6 +216,21 @@ def markdown(command: str, heldout: Sequence[int], summaries: Sequence[VariantSu
     return "\n".join(lines)
 
 
+def curve_ylim(baselines: Sequence[float | None], last_means: Sequence[float]) -> tuple[float, float] | None:
+    """The curve plot's y range, or ``None`` (matplotlib's own) without a finite baseline.
+
+    The axis is cut above so that the first, untrained points do not flatten the part where the
+    variants differ: at :data:`CURVE_CEILING` times the worst baseline, raised to
+    :data:`CURVE_HEADROOM` times the highest of the variants' last mean points when a variant ends
+    above that (a short probe whose runs are still far from the baselines)."""
+    finite = [m for m in baselines if m is not None and math.isfinite(m)]
+    if not finite:
+        return None
+    ends = [m for m in last_means if math.isfinite(m)]
+    top = max(CURVE_CEILING * max(finite), CURVE_HEADROOM * max(ends, default=0.0))
+    return 0.8 * min(finite), top
+
+
 def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
                   baselines: Mapping[str, float | None], title: str = "Ablations") -> Path:
     """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps."""
@@ -221,6 +239,7 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
     plt = pyplot()
     col = colours([*curves, *baselines])
     fig, ax = plt.subplots(figsize=(9.5, 4.8))
+    last_means = []
     for variant, seeds in curves.items():
         seeds = [sorted(pts) for pts in seeds if pts]
         if not seeds:
@@ -232,16 +251,17 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
             continue
         values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
         ax.plot(steps, values.mean(axis=0), color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
+        last_means.append(float(values.mean(axis=0)[-1]))
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
     for name, mean in baselines.items():
         if mean is not None:
             ax.axhline(mean, color=col[name], linestyle="-.", linewidth=1.3, label=f"{name} ({mean:.2f})")
-    finite = [m for m in baselines.values() if m is not None and math.isfinite(m)]
-    if finite:  # the first, untrained points would flatten the part where the variants differ
-        ax.set_ylim(0.8 * min(finite), CURVE_CEILING * max(finite))
+    ylim = curve_ylim(list(baselines.values()), last_means)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel("env steps")
-    ax.set_ylabel("validation mean JCT" + (f" (cut at {CURVE_CEILING:g}x the worst baseline)" if finite else ""))
+    ax.set_ylabel("validation mean JCT" + (f" (axis cut at {ylim[1]:.2f})" if ylim is not None else ""))
     ax.set_title(f"{title} on {scenario}: mean over seeds, min-max band", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
