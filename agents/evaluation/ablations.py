@@ -250,8 +250,9 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
         if not steps:
             continue
         values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
-        ax.plot(steps, values.mean(axis=0), color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
-        last_means.append(float(values.mean(axis=0)[-1]))
+        mean = values.mean(axis=0)
+        ax.plot(steps, mean, color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
+        last_means.append(float(mean[-1]))
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
     for name, mean in baselines.items():
