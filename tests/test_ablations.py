@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
 
-from agents.evaluation.ablations import ABLATIONS, CURVE_CEILING, CURVE_HEADROOM, RECIPE, curve_ylim, run_dir
+from agents.evaluation.ablations import ABLATIONS, CURVE_CEILING, CURVE_FLOOR, CURVE_HEADROOM, RECIPE, curve_ylim, run_dir
 from agents.training.prepare import prepare_run
 from envs.config import available_scenarios
 
@@ -35,12 +35,12 @@ def test_each_variant_changes_the_recipe_in_one_respect_only(name):
 
 def test_the_curve_axis_is_cut_near_the_baselines_but_shows_every_curve_end():
     # variants that end below the ceiling: cut at CURVE_CEILING x the worst baseline
-    assert curve_ylim([3.8, 4.8, None], [4.0, 4.5]) == pytest.approx((0.8 * 3.8, CURVE_CEILING * 4.8))
+    assert curve_ylim([3.8, 4.8, None], [4.0, 4.5]) == pytest.approx((CURVE_FLOOR * 3.8, CURVE_CEILING * 4.8))
     # a short probe whose runs end far above the baselines: the axis rises to show the highest end
     low, top = curve_ylim([3.8, 4.8], [15.5, 7.5, float("nan")])
-    assert low == pytest.approx(0.8 * 3.8) and top == pytest.approx(CURVE_HEADROOM * 15.5) and top > 15.5
+    assert low == pytest.approx(CURVE_FLOOR * 3.8) and top == pytest.approx(CURVE_HEADROOM * 15.5) and top > 15.5
     assert curve_ylim([None, float("nan")], [5.0]) is None  # no finite baseline: matplotlib's own range
-    assert curve_ylim([3.8], []) == pytest.approx((0.8 * 3.8, CURVE_CEILING * 3.8))
+    assert curve_ylim([3.8], []) == pytest.approx((CURVE_FLOOR * 3.8, CURVE_CEILING * 3.8))
 
 
 def test_the_variants_cover_the_issue_list_and_apply_to_every_scenario():

@@ -47,10 +47,11 @@ FLOOR_FACTOR = 3
 #: the lost-claim penalty of the claim-penalty variant (``train.lost_claim_penalty``): about what a lost
 #: claim costs, in task-steps, on synthetic-6's validation workloads (the Bayes-to-room gap over its lost claims)
 CLAIM_PENALTY = 4
-#: the curve plot's y axis ends at this multiple of the worst baseline's validation mean JCT, or higher
-#: (:func:`curve_ylim`)
+#: the curve plot's y axis (:func:`curve_ylim`) starts at this multiple of the best baseline's validation mean JCT
+CURVE_FLOOR = 0.8
+#: ... and ends at this multiple of the worst baseline's, or higher (:data:`CURVE_HEADROOM`)
 CURVE_CEILING = 1.6
-#: ... at least this multiple of the highest of the variants' last mean points, so every curve's end shows
+#: ... but at least at this multiple of the highest of the variants' last mean points, so every curve's end shows
 CURVE_HEADROOM = 1.1
 
 ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
@@ -228,7 +229,7 @@ def curve_ylim(baselines: Sequence[float | None], last_means: Sequence[float]) -
         return None
     ends = [m for m in last_means if math.isfinite(m)]
     top = max(CURVE_CEILING * max(finite), CURVE_HEADROOM * max(ends, default=0.0))
-    return 0.8 * min(finite), top
+    return CURVE_FLOOR * min(finite), top
 
 
 def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
