@@ -77,8 +77,8 @@ def _hand(entropy: np.ndarray, value: np.ndarray, returns: np.ndarray, normalise
     adv = ADV.astype(np.float64)
     if normalise:
         mean = adv[active].mean()
-        std = np.sqrt(((adv[active] - mean) ** 2).mean())
-        adv = (adv - mean) / (std + 1e-8)
+        var = ((adv[active] - mean) ** 2).mean()
+        adv = (adv - mean) / np.sqrt(var + 1e-16)
     clipped = np.clip(RATIO, 1 - EPS, 1 + EPS)
     unclipped_is_min = RATIO * adv <= clipped * adv
     surr = np.minimum(RATIO * adv, clipped * adv)

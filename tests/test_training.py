@@ -81,6 +81,7 @@ def test_smoke_run_writes_checkpoints_config_and_finite_losses(smoke_run):
         assert key in ckpt
     assert ckpt["scenario"]["num_tasks"] == 12 and ckpt["policy_config"]["hidden"] == 16
     assert ckpt["optimizer"]["state"], "optimizer state (Adam moments) must be saved"
+    assert all(group["fused"] for group in ckpt["optimizer"]["param_groups"])  # agents.training.optimizer
     import yaml
 
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())

@@ -15,6 +15,7 @@ import each name from the module that owns it. One module per job:
 * :mod:`.budget` -- the plan's size (env steps, memory), checked before anything is built;
 * :mod:`.loss` -- the MAPPO loss with the paper's masked per-agent terms (eqs. 12-14);
 * :mod:`.gae` -- per-agent GAE and the rewards it reads; :mod:`.return_scale` -- the value targets' scale;
+* :mod:`.optimizer` -- Adam, fused (the same bits on every x86-64 CPU under the learning pin's numerics);
 * :mod:`.tianshou_glue` -- everything that overrides or reads tianshou's private surface:
   :class:`~agents.training.tianshou_glue.algorithm.MultiAgentPPO` (the loss, GAE and return
   scaling as a tianshou algorithm), the collector and buffer without per-env loops, the trainer;

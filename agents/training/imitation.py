@@ -49,6 +49,7 @@ from envs.metrics import episode_metrics
 from envs.observation import KEYS
 
 from .gae import gae_advantages
+from .optimizer import adam
 
 #: a DAgger episode of the clone ends after this many times the teacher's mean rounds per episode
 STUDENT_ROUNDS_FACTOR = 4
@@ -245,7 +246,7 @@ def clone(
     obs_all = {k: torch.as_tensor(v) for k, v in demos.obs.items()}
     act_all = torch.as_tensor(demos.action, dtype=torch.long)
     target_all = torch.as_tensor(demos.returns / std, dtype=torch.float32)
-    optim = torch.optim.Adam(policy.parameters(), lr=lr)
+    optim = adam(policy.parameters(), lr)
     gen = torch.Generator().manual_seed(int(seed))
     was_training = policy.training
     policy.train()

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import torch
-from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 from agents.policy.modes import ARGMAX, SAMPLE_SLOT
@@ -29,6 +28,7 @@ from .callbacks import TrainerCallbacks, earlier_devices
 from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .envs import evaluation_envs, evaluation_scenario, training_envs
 from .logger import BaselineScalars, RunLogger, RunWriter, custom_layout
+from .optimizer import FusedAdamFactory
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
@@ -187,7 +187,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
                                  argmax_allocation_eval=t.eval_action == SAMPLE_SLOT, eval_conflicts=t.eval_conflicts)
     algorithm = MultiAgentPPO(
         policy=policy,
-        optim=AdamOptimizerFactory(lr=t.lr),
+        optim=FusedAdamFactory(lr=t.lr),
         eps_clip=t.eps_clip,
         value_clip=t.value_clip,
         advantage_normalization=t.advantage_normalization,

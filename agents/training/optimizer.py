@@ -1,0 +1,42 @@
+"""The optimizer every trainer of the project uses: Adam with PyTorch's fused kernel.
+
+The fused kernel updates each parameter tensor in one call (no Python loop over tensors) and takes
+each element's square root with the IEEE instruction, exactly rounded. The per-tensor
+implementations (``foreach`` or not) call ``torch.sqrt``, which on CPU builds linked with MKL runs
+MKL's vector math: not exactly rounded, and its last bits depend on the CPU model, so the same
+seed would give different parameters on different machines (``tests/test_learning_pin.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+from tianshou.algorithm.optim import OptimizerFactory, ParamsType
+
+
+def adam(params: ParamsType, lr: float) -> torch.optim.Adam:
+    """Adam with PyTorch's defaults (betas 0.9/0.999, eps 1e-8, no weight decay), fused.
+
+    It stays fused when it loads a state saved by the unfused kind (a checkpoint written before
+    the project fused it): ``load_state_dict`` would otherwise take the saved groups' ``fused``."""
+    optim = torch.optim.Adam(params, lr=lr, fused=True)
+    optim.register_load_state_dict_pre_hook(_keep_fused)
+    return optim
+
+
+def _keep_fused(optim: torch.optim.Optimizer, state_dict: dict) -> dict:
+    """``state_dict`` with every parameter group marked fused, so that Adam's loader also puts
+    each ``step`` count where the fused kernel reads it (a float32 tensor on the parameter's device)."""
+    groups = [{**group, "fused": True} for group in state_dict["param_groups"]]
+    return {**state_dict, "param_groups": groups}
+
+
+class FusedAdamFactory(OptimizerFactory):
+    """tianshou's optimizer factory for :func:`adam` (tianshou's own ``AdamOptimizerFactory``
+    builds the unfused kind)."""
+
+    def __init__(self, lr: float) -> None:
+        super().__init__()
+        self.lr = lr
+
+    def _create_optimizer_for_params(self, params: ParamsType) -> torch.optim.Optimizer:
+        return adam(params, self.lr)
