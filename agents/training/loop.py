@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import torch
+from tianshou.algorithm.optim import TorchOptimizerFactory
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 from agents.policy.modes import ARGMAX, SAMPLE_SLOT
@@ -28,7 +29,7 @@ from .callbacks import TrainerCallbacks, earlier_devices
 from .checkpoints import BEST, LAST, RESULT_FILE, restore
 from .envs import evaluation_envs, evaluation_scenario, training_envs
 from .logger import BaselineScalars, RunLogger, RunWriter, custom_layout
-from .optimizer import FusedAdamFactory
+from .optimizer import adam
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
@@ -187,7 +188,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
                                  argmax_allocation_eval=t.eval_action == SAMPLE_SLOT, eval_conflicts=t.eval_conflicts)
     algorithm = MultiAgentPPO(
         policy=policy,
-        optim=FusedAdamFactory(lr=t.lr),
+        optim=TorchOptimizerFactory(adam, lr=t.lr),
         eps_clip=t.eps_clip,
         value_clip=t.value_clip,
         advantage_normalization=t.advantage_normalization,

@@ -1,6 +1,7 @@
-"""The optimizer every trainer of the project uses: Adam with PyTorch's fused kernel.
+"""The optimizer every trainer of the project uses: Adam with PyTorch's fused kernel (tianshou
+builds it through its generic ``TorchOptimizerFactory(adam, lr=...)``).
 
-The fused kernel updates each parameter tensor in one call (no Python loop over tensors) and takes
+The fused kernel updates every parameter tensor in one call (no Python loop over tensors) and takes
 each element's square root with the IEEE instruction, exactly rounded. The per-tensor
 implementations (``foreach`` or not) call ``torch.sqrt``, which on CPU builds linked with MKL runs
 MKL's vector math: not exactly rounded, and its last bits depend on the CPU model, so the same
@@ -10,7 +11,7 @@ seed would give different parameters on different machines (``tests/test_learnin
 from __future__ import annotations
 
 import torch
-from tianshou.algorithm.optim import OptimizerFactory, ParamsType
+from tianshou.algorithm.optim import ParamsType
 
 
 def adam(params: ParamsType, lr: float) -> torch.optim.Adam:
@@ -28,15 +29,3 @@ def _keep_fused(optim: torch.optim.Optimizer, state_dict: dict) -> dict:
     each ``step`` count where the fused kernel reads it (a float32 tensor on the parameter's device)."""
     groups = [{**group, "fused": True} for group in state_dict["param_groups"]]
     return {**state_dict, "param_groups": groups}
-
-
-class FusedAdamFactory(OptimizerFactory):
-    """tianshou's optimizer factory for :func:`adam` (tianshou's own ``AdamOptimizerFactory``
-    builds the unfused kind)."""
-
-    def __init__(self, lr: float) -> None:
-        super().__init__()
-        self.lr = lr
-
-    def _create_optimizer_for_params(self, params: ParamsType) -> torch.optim.Optimizer:
-        return adam(params, self.lr)
