@@ -33,6 +33,8 @@ from .config_section import (
     rule,
     run_checks,
 )
+from .config_yaml import DuplicateKeyError, dump_config, load_config_text, read_config_file
+from .config_yaml import yaml_error_message  # noqa: F401 - re-exported: one line for a YAML error
 from .progress_registry import PROGRESS_KINDS, TRACE_MODES
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -173,7 +175,7 @@ class ScenarioConfig(ConfigSection):
         return self.from_dict(raw)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return dump_config(self.to_dict(), sort_keys=False)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *more: Mapping[str, Any]) -> "ScenarioConfig":
@@ -340,27 +342,15 @@ def read_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict]:
             raise ConfigError(f"scenario file {str(name_or_path)!r} does not exist; the shipped scenarios "
                               f"(by name, or configs/<name>.yaml): {available}")
         raise ConfigError(f"unknown scenario {str(name_or_path)!r}; available: {available}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_error_message(path, exc)) from None
+    raw = read_config_file(path)  # UTF-8, unique keys, numbers as numbers (envs/config_yaml.py)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return path, raw
 
 
-def yaml_error_message(path: str | Path, exc: yaml.YAMLError) -> str:
-    """One line for a YAML parse error: ``file:line:column: not valid YAML: <problem>``."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
-    context = getattr(exc, "context", None)
-    detail = f"{problem} ({context})" if context and context != problem else str(problem)
-    return f"{where}: not valid YAML: {' '.join(detail.split())}"
-
-
 def parse_override(text: str) -> tuple[str, Any]:
-    """Split ``key=value``; the value is parsed as YAML (numbers, lists, booleans)."""
+    """Split ``key=value``; the value is parsed as YAML by the config files' loader (numbers, ``3e-4``
+    included, lists, booleans; :mod:`envs.config_yaml`), a value that is not valid YAML kept as text."""
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value")
     key, value = text.split("=", 1)
@@ -368,7 +358,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key:
         raise ConfigError(f"override {text!r} has an empty key")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
+        parsed = load_config_text(value) if value.strip() else ""
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"override {text!r}: {exc.problem}") from None
     except yaml.YAMLError:
         parsed = value
     return key, parsed

@@ -43,6 +43,15 @@ the scenario; dotted keys reach nested fields (`connectivity.model=random_subset
 lowest first: these defaults, the YAML (with `--quick`, its `quick:` section over the recipe), the
 CLI flags (`--steps`, `--envs`, `--seed`, ...), the `key=value` overrides. A key without a default is
 required in the YAML.
+
+A config file is UTF-8 text, and a mapping gives each key once, at any level: a key given twice
+(`num_tasks` twice at the top level, `lr` twice under `train:`) is refused, naming the key and its
+section (a plain YAML reader keeps the last value). Every value is the type its key declares: an `int`
+key takes an integer (`16`, also `16.0` or `1e3`), a `float` key any number, a `bool` key `true` or
+`false`. A quoted scalar is a string, never a number: `num_tasks: "16"` and `capacities: [["16", 16]]`
+are refused like `num_tasks: true`. An unquoted number with an exponent is a number, as YAML 1.2
+reads it (`lr: 3e-4`, `1e5`, `1.0e5`, which YAML 1.1 reads as text), in a file and in a `key=value`
+override alike: an override's value is read by the same loader (`envs/config_yaml.py`).
 """
 
 

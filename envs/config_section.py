@@ -18,8 +18,8 @@ A section is a dataclass that also derives from :class:`ConfigSection` and decla
 * ``NULL_IS_DEFAULT``: the keys whose null (an empty YAML value) reads as "not given", so the
   default applies (``scenario.trace``, ``scenario.switch_overhead``); elsewhere null is a value.
 
-Values from YAML or the command line are typed by :func:`coerce` (numeric text such as ``3e-4``
-for number fields, ``4.0`` for an ``int``, lists for tuples): :func:`apply_values` assigns them
+Values from YAML or the command line are typed by :func:`coerce` (``4.0`` for an ``int``, lists for
+tuples; a string is never a number, a bool never an int): :func:`apply_values` assigns them
 to a mutable section, :meth:`ConfigSection.typed` returns them for a frozen one (the scenario
 builds its structure from them, then the instance). :meth:`ConfigSection.from_dict` builds a
 validated section from one or more mappings; :meth:`ConfigSection.check_values` runs the checks
@@ -109,20 +109,17 @@ def _type_names(options: Sequence[Any]) -> str:
 
 def coerce(section: str, name: str, value: Any, annotation: Any) -> Any:
     """Check/convert ``value`` to the dataclass field type ``annotation`` (int, float, bool, str,
-    X | None, typed tuples from lists); a value for any other annotation is returned as given."""
+    X | None, typed tuples from lists); a value for any other annotation is returned as given.
+
+    A number field takes a number: an ``int`` for a ``float``, an integral ``float`` (``4.0``,
+    ``1e3``) for an ``int``, never a ``bool`` and never a string, numeric text included (``"16"``:
+    in a YAML file a quoted scalar is a string; the config loader, :mod:`envs.config_yaml`, already
+    reads an unquoted ``3e-4`` as a float, in files and in ``key=value`` overrides alike)."""
     options = _options(annotation)
     if value is None:
         if type(None) in options:
             return None
         raise ConfigError(f"{section}.{name} must not be null")
-    if isinstance(value, str) and (int in options or float in options):
-        # YAML 1.1 reads "3e-4" (no dot) as a string: accept numeric text for number fields
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-        if number is not None and math.isfinite(number):
-            value = int(number) if int in options and float not in options and number.is_integer() else number
     for opt in options:
         if opt is type(None):
             continue
@@ -146,7 +143,18 @@ def coerce(section: str, name: str, value: Any, annotation: Any) -> Any:
                 return tuple(coerce(section, f"{name}[{i}]", v, a) for i, (v, a) in enumerate(items))
         else:  # structure (a nested section, a mapping): its owner builds it
             return value
-    raise ConfigError(f"{section}.{name} must be {_type_names(options)}, got {value!r}")
+    hint = ""
+    if isinstance(value, str) and (int in options or float in options) and _is_number_text(value):
+        hint = f": a quoted string is not a number (write {value.strip()} without quotes)"
+    raise ConfigError(f"{section}.{name} must be {_type_names(options)}, got {value!r}{hint}")
+
+
+def _is_number_text(text: str) -> bool:
+    """``text`` reads as a finite number (``"16"``, ``"3e-4"``): a number written in quotes."""
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _has_type(value: Any, annotation: Any) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -458,7 +460,7 @@ def test_fields_without_a_default_are_required(key):
 
 
 def test_scenario_values_are_typed_like_the_other_sections():
-    cfg = ScenarioConfig.from_dict(minimal(num_clusters=2.0, arrival_rate="3e-1", pending_slots="12", capacities=[[4.0, 4]],
+    cfg = ScenarioConfig.from_dict(minimal(num_clusters=2.0, arrival_rate=3e-1, pending_slots=12.0, capacities=[[4.0, 4]],
                             connectivity={"threshold": 7, "bandwidth_range": [2, 9]}))
     assert cfg.num_clusters == 2 and isinstance(cfg.num_clusters, int)
     assert cfg.arrival_rate == 0.3 and cfg.pending_slots == 12
@@ -494,9 +496,131 @@ def test_envs_config_modules_import_nothing_above_envs():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    for rel in ("envs/config.py", "envs/config_section.py"):
+    for rel in ("envs/config.py", "envs/config_section.py", "envs/config_yaml.py"):
         tree = ast.parse((root / rel).read_text())
         modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
         modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         assert not [m for m in modules if m.split(".")[0] in ("agents", "networks", "train", "evaluate")], rel
     assert not (root / "agents" / "config_section.py").exists()
+
+
+# ------------------------------------------------------------------ reading a config file (F3, F4, F6)
+SJF = Path(__file__).resolve().parents[1] / "configs" / "sjf-3.yaml"
+
+
+def edited_sjf(tmp_path, old: str, new: str, name: str = "edited.yaml"):
+    """configs/sjf-3.yaml with its first ``old`` replaced by ``new``, written to ``tmp_path/name``."""
+    text = SJF.read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_byte(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(SJF.read_text().replace("# Paper", "# Caf\u00e9 Paper").encode("latin-1"))
+    msg = error_of(load_scenario, path)
+    assert msg == f"{path}:1:6: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    utf16 = tmp_path / "utf16.yaml"
+    utf16.write_bytes(SJF.read_text().encode("utf-16"))  # with its byte-order mark
+    assert "not UTF-8 text (byte 0xff)" in error_of(load_scenario, utf16)
+    # UTF-8 with a byte-order mark, and UTF-8 beyond ASCII, are read
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbf" + SJF.read_text().replace("# Paper", "# Caf\u00e9 Paper").encode("utf-8"))
+    assert load_scenario(bom).num_tasks == 192
+
+
+def test_a_control_character_is_placed_by_line_and_column(tmp_path):
+    path = edited_sjf(tmp_path, "mode: multi", "mode: mul\x07ti")
+    assert error_of(load_scenario, path) == (f"{path}:2:10: not valid YAML: unacceptable character #x0007 "
+                                             "(special characters are not allowed)")
+
+
+@pytest.mark.parametrize("old, new, line, says", [
+    ("num_tasks: 192", "num_tasks: 192\nnum_tasks: 50", 8, "duplicate key 'num_tasks' at the top level (first at line 7, column 1)"),
+    ("  lr: 3.0e-4", "  lr: 3.0e-4\n  lr: 1.0e-3", 32, "duplicate key 'lr' in the 'train' section (first at line 31, column 3)"),
+    ("policy:\n  hidden: 64", "policy:\n  hidden: 64\n  hidden: 32", 25, "duplicate key 'hidden' in the 'policy' section"),
+    ("    lr: 1.0e-3", "    lr: 1.0e-3\n    lr: 1.0e-2", 50, "duplicate key 'lr' in the 'quick.train' section"),
+    ("{kind: constant, steps: 1}", "{kind: constant, steps: 1, steps: 2}", 13,
+     "duplicate key 'steps' in the 'task_types[0].progress' section (first at line 13, column 32)"),
+    ("  - name: long\n", "  - name: long\n    prob: 0.5\n", 16, "duplicate key 'prob' in the 'task_types[1]' section"),
+    ("train:\n", "train:\n  steps: 1\ntrain:\n", 27, "duplicate key 'train' at the top level"),
+])
+def test_a_key_given_twice_is_refused_at_any_level(tmp_path, old, new, line, says):
+    """PyYAML keeps the last value of a duplicated key silently; the config loader refuses it, naming
+    the key, its section and both places."""
+    path = edited_sjf(tmp_path, old, new)
+    msg = error_of(load_scenario, path)
+    assert msg.startswith(f"{path}:{line}:") and says in msg and msg.endswith("give each key once"), msg
+    assert "\n" not in msg
+
+
+def test_a_key_given_twice_in_an_override_value_is_refused():
+    msg = error_of(parse_override, "eval_overrides={arrival_rate: 1, arrival_rate: 2}")
+    assert msg.startswith("override 'eval_overrides={arrival_rate: 1, arrival_rate: 2}': duplicate key 'arrival_rate'")
+
+
+def test_keys_merged_from_an_anchor_are_no_duplicates(tmp_path):
+    from envs.config_yaml import load_config_text
+
+    doc = load_config_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 3\n")
+    assert doc["other"] == {"x": 3, "y": 2}
+
+
+def test_unquoted_exponents_are_numbers_and_quoted_numbers_are_strings():
+    """YAML 1.1 (PyYAML) reads 3e-4 and 1.0e5 as text; the config loader reads them as YAML 1.2 does.
+    A quoted scalar stays a string, in a file and in a key=value override alike."""
+    from envs.config_yaml import load_config_text
+
+    doc = load_config_text("a: 3e-4\nb: 1e5\nc: 1.0e5\nd: -2.5E+3\ne: .5e-3\nf: 3.0e-4\ng: '3e-4'\nh: \"16\"\n"
+                           "i: 16\nj: e5\nk: 1e\nl: 3e-4x\n")
+    assert doc == {"a": 3e-4, "b": 1e5, "c": 1e5, "d": -2500.0, "e": 5e-4, "f": 3e-4, "g": "3e-4", "h": "16",
+                   "i": 16, "j": "e5", "k": "1e", "l": "3e-4x"}
+    assert [type(doc[k]) for k in "abcdef"] == [float] * 6
+    assert parse_override("train.lr=3e-4") == ("train.lr", 3e-4)
+    assert parse_override("num_tasks=1e3") == ("num_tasks", 1000.0)
+    assert parse_override('num_tasks="16"') == ("num_tasks", "16")
+    assert load_scenario("sjf-3", ["num_tasks=1e3"]).num_tasks == 1000
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("capacities: [[16, 16]]", 'capacities: [["16", 16]]', "scenario.capacities[0][0] must be int, got '16'"),
+    ("num_tasks: 192", 'num_tasks: "192"', "scenario.num_tasks must be int, got '192'"),
+    ("arrival_rate: 3", "arrival_rate: '3e-1'", "scenario.arrival_rate must be float, got '3e-1'"),
+    ("prob: 0.5", 'prob: "0.5"', "scenario.task_types[0].prob must be float, got '0.5'"),
+    ("steps: 1}", 'steps: "1"}', "scenario.task_types[0].progress.steps must be int, got '1'"),
+])
+def test_a_quoted_number_in_a_config_file_is_refused(tmp_path, old, new, says):
+    msg = error_of(load_scenario, edited_sjf(tmp_path, old, new))
+    assert msg.startswith(says) and "a quoted string is not a number" in msg, msg
+
+
+def test_a_quoted_number_is_refused_like_a_bool(tmp_path):
+    """The rule: every number is the type its key declares; true is no int and "16" is no int."""
+    assert "must be int, got True" in error_of(load_scenario, edited_sjf(tmp_path, "num_tasks: 192", "num_tasks: true"))
+    assert "must be int, got '16'" in error_of(load_scenario, "sjf-3", ['num_tasks="16"'])
+    assert error_of(ScenarioConfig.from_dict, minimal(pending_slots="12")).startswith(
+        "scenario.pending_slots must be int, got '12': a quoted string is not a number")
+
+
+def test_unquoted_exponents_in_a_config_file_are_numbers(tmp_path):
+    from agents.training.prepare import prepare_run
+
+    path = edited_sjf(tmp_path, "  lr: 3.0e-4", "  lr: 3e-4")
+    path.write_text(path.read_text().replace("arrival_rate: 3", "arrival_rate: 3e0").replace("num_tasks: 192", "num_tasks: 1.92e2"))
+    spec = prepare_run(str(path))
+    assert spec.train.lr == 3e-4 and spec.scenario.arrival_rate == 3.0 and spec.scenario.num_tasks == 192
+    quoted = edited_sjf(tmp_path, "  lr: 3.0e-4", "  lr: '3e-4'", "quoted.yaml")
+    with pytest.raises(ConfigError, match=r"train\.lr must be float, got '3e-4': a quoted string is not a number"):
+        prepare_run(str(quoted))
+
+
+def test_a_dumped_scenario_reads_back_as_it_was(tmp_path):
+    """A string that reads like a number (a task type named 1e5) is written in quotes."""
+    raw = minimal()
+    raw["task_types"][0]["name"] = "1e5"
+    cfg = ScenarioConfig.from_dict(raw)
+    path = tmp_path / "dumped.yaml"
+    path.write_text(cfg.to_yaml())
+    assert load_scenario(path) == cfg

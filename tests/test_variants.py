@@ -146,7 +146,9 @@ def test_sections_share_from_dict(cls, section, field, bad):
         cls.from_dict([1, 2])
     with pytest.raises(ConfigError, match=rf"{section}\.{field} must be >= 1"):
         cls.from_dict({field: 0})
-    cfg = cls.from_dict({field: "8"}, {})  # numeric text, as YAML 1.1 reads some numbers
+    with pytest.raises(ConfigError, match=rf"{section}\.{field} must be int, got '8': a quoted string is not a number"):
+        cls.from_dict({field: "8"})  # a string is no number, numeric text included (docs/configuration.md)
+    cfg = cls.from_dict({field: 8e0}, {})  # an integral float (YAML's 8.0 or 8e0) is an int
     assert getattr(cfg, field) == 8 and isinstance(getattr(cfg, field), int)
     assert cls.from_dict(cfg.to_dict()) == cfg
 
@@ -172,7 +174,7 @@ def test_policy_validates_on_construction_train_when_asked():
 
 def test_policy_config_from_dict_layers_a_checkpoint_base_and_overrides():
     base = PolicyConfig(variant="no-han", hidden=64).to_dict()
-    cfg = PolicyConfig.from_dict(base, {"heads": "8", "pointer_dim": 32.0})
+    cfg = PolicyConfig.from_dict(base, {"heads": 8, "pointer_dim": 32.0})
     assert (cfg.variant, cfg.hidden, cfg.heads, cfg.pointer_dim) == ("no-han", 64, 8, 32)
     assert PolicyConfig.from_dict({}, {}) == PolicyConfig()
     with pytest.raises(ConfigError, match="unknown policy key 'width'; valid keys"):
