@@ -11,6 +11,9 @@ Callers import each name from the module that owns it. One module per job:
 * :mod:`.noise` -- the random draws of an acting pass and the choice rules that use them;
 * :mod:`.conflict` -- Bayes conflict resolution between agents that picked the same task (eq. 11);
 * :mod:`.sequential` -- agents that choose one after another (``conflicts="sequential"``/``"room"``);
+* :mod:`.conflict_rules` -- the conflict rules, one class per conflict mode, and their registry;
+* :mod:`.distribution` -- the masked slot and allocation distributions and the joint one (eqs. 13-14);
+* :mod:`.selectors` -- the task selectors of the variants (pointer, uniform, FIFO);
 * :mod:`.pointer_rows` -- the pointer run on compact rows, grouped by the slots they need;
 * :mod:`.outputs` -- what the passes return, the per-agent log-probability and entropy terms;
 * :mod:`.network` -- :class:`TapFingerPolicy`, the actor-critic for all agents of a scenario;

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 #: Bayes conflict priors (``PolicyConfig.prior``): the paper's eq. 11, or the reference code's softmax
 PRIORS = ("paper", "code")
-#: how agents that want the same task are reconciled (``PolicyConfig.conflicts``): ``bayes``
-#: (paper eq. 11: every agent chooses independently, ``agents.policy.conflict.resolve_conflicts``
-#: keeps one claim per task and the others lose the step), ``sequential`` (agents choose in index
-#: order and a task started by an earlier agent is masked for the later ones: no conflict can arise;
-#: :mod:`agents.policy.sequential`), ``room`` (the same, agents ordered by decreasing free room of
-#: their clusters, ``agents.policy.sequential.room_order``) or ``bayes-start`` (Bayes' rule among
-#: the claims that would start a task: every agent draws its allocation before the conflicts are
-#: resolved, and a claim with the void allocation stands aside instead of blocking the others)
+#: how agents that want the same task are reconciled (``PolicyConfig.conflicts``); each mode's
+#: rule is a class in ``agents.policy.conflict_rules.CONFLICT_RULES``: ``bayes`` (paper eq. 11:
+#: every agent chooses independently, Bayes' rule keeps one claim per task and the others lose the
+#: step), ``sequential`` (agents choose in index order and a task started by an earlier agent is
+#: masked for the later ones: no conflict can arise), ``room`` (the same, agents ordered by
+#: decreasing free room of their clusters) or ``bayes-start`` (Bayes' rule among the claims that
+#: would start a task: every agent draws its allocation before the conflicts are resolved, and a
+#: claim with the void allocation stands aside instead of blocking the others)
 CONFLICT_MODES = ("bayes", "sequential", "room", "bayes-start")
 #: what each conflict mode beyond the paper does, in words (a results page names the recipe's)
 CONFLICT_WORDS = {
@@ -25,8 +25,6 @@ CONFLICT_WORDS = {
 }
 #: the modes in which agents choose one after another
 SEQUENTIAL_MODES = ("sequential", "room")
-#: the mode in which allocations are drawn before Bayes' rule and void claims do not compete
-BAYES_START = "bayes-start"
 #: the paper's mode: a policy acting in any other is a labelled option beyond the paper
 PAPER_CONFLICTS = "bayes"
 #: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,

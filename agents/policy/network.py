@@ -11,14 +11,14 @@ dimension ``B``) and all ``N`` agents at once:
 3. task selection: pointer network over feasible slots (``tapfinger``, ``no-han``), uniform
    over feasible slots (``no-pointer``) or the earliest feasible slot (``vanilla``, FIFO);
    each variant's encoder and selector come from the registry :mod:`agents.policy.variants`;
-4. conflicts between agents that picked the same task: Bayes rule (eq. 11,
-   :mod:`agents.policy.conflict`);
+4. conflicts between agents that picked the same task: the rule of ``conflicts``
+   (:mod:`agents.policy.conflict_rules`; the paper's is Bayes' rule, eq. 11);
 5. allocation: 2-layer MLP on the selected slot's embedding, masked to
    ``[min requirement, min(free, per-task max)]`` plus the void action (eq. 12).
 
-Log-probabilities and entropies follow eqs. 13-14: an agent with no feasible slot is
-*skipped* (contributes 0); a conflict loser keeps the selection term and drops the
-allocation term. :meth:`TapFingerPolicy.evaluate_actions` recomputes them from the stored
+Log-probabilities and entropies (:class:`~agents.policy.distribution.JointDistribution`)
+follow eqs. 13-14: an agent with no feasible slot is *skipped* (contributes 0); a conflict
+loser keeps the selection term and drops the allocation term. :meth:`TapFingerPolicy.evaluate_actions` recomputes them from the stored
 observation and action (slot, allocation, lost flag), never by re-sampling.
 
 Under bfloat16 autocast (``train.precision``, :mod:`agents.training.precision`) the network passes run
@@ -29,7 +29,7 @@ float32 before any distribution computation (log-softmax, sampling, conflicts, e
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
@@ -37,21 +37,34 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from envs.observation import KEYS
-from networks.dense_han import DenseGraphEncoder
 from networks.graph import EncoderOutput, canonical_slots
-from networks.han import GraphEncoder
-from networks.heads import MASK_VALUE, AllocationHead, CentralCritic, SlotProjector, use_compact
-from networks.mlp_encoder import MLPEncoder
-from networks.pointer import PointerNet
+from networks.heads import AllocationHead, CentralCritic
 
 from .config import PolicyConfig
-from .conflict import Generators, resolve_conflicts
-from .modes import BAYES_START, COMPILE_MODES, SEQUENTIAL_MODES
-from .noise import ActNoise, draw_act_noise, first_argmax, gumbel_argmax, required_noise
-from .observations import OBS_DTYPES, free_fraction, free_resources, spec_dims
-from .outputs import ActOutput, PolicyDistributions, masked_joint_terms
-from .pointer_rows import compact_pointer_logits
-from .sequential import agent_entries, room_order, sequential_choice
+from .conflict import Generators
+from .conflict_rules import PassInputs, conflict_rule
+from .modes import COMPILE_MODES
+from .noise import ActNoise, draw_act_noise
+from .observations import OBS_DTYPES, free_resources, spec_dims
+from .outputs import ActOutput, PolicyDistributions
+from .selectors import TaskSelector
+from .sequential import agent_entries
+
+
+@dataclass
+class JointPass:
+    """What :meth:`TapFingerPolicy._joint_pass` returns, per agent ``(B, N)``: the chosen (or
+    stored) ``slot`` and ``allocation``, the ``lost`` flag, the joint action's ``log_prob`` and
+    ``entropy`` (eqs. 13-14), ``skip`` (no decision) and the Bayes conflict ``posterior`` (when a
+    Bayes rule samples, else ``None``)."""
+
+    slot: Tensor
+    allocation: Tensor
+    lost: Tensor
+    log_prob: Tensor
+    entropy: Tensor
+    skip: Tensor
+    posterior: Tensor | None
 
 
 class TapFingerPolicy(nn.Module):
@@ -68,28 +81,18 @@ class TapFingerPolicy(nn.Module):
         H = c.hidden
         #: the variant's registry entry: which encoder (HAN or MLP) and task selector it builds
         self.variant = c.variant_spec
-        if self.variant.encoder == "han":
-            sizes = dict(hidden=H, layers=c.han_layers, heads=c.heads, faithful=c.faithful,
-                         self_relation=c.self_relation)
-            dims = (d["pending_features"], d["running_features"], d["cluster_features"])
-            if c.encoder == "pyg":
-                self.encoder: nn.Module = GraphEncoder(*dims, **sizes)
-            else:
-                self.encoder = DenseGraphEncoder(*dims, auto_pyg=c.encoder == "auto", **sizes)
-        else:
-            self.encoder = MLPEncoder(d["pending_features"], d["cluster_features"], hidden=H, layers=c.mlp_layers)
+        self.encoder: nn.Module = self.variant.build_encoder(c, d)
         n_act = 1 if c.shared_actors else d["N"]
         self.n_actor_sets = n_act
-        uses_pointer = self.variant.selector == "pointer"
-        self.slot_proj = SlotProjector(n_act, H, c.pointer_dim) if uses_pointer else None
-        self.pointer = (
-            PointerNet(n_act, c.pointer_dim, c.pointer_layers, c.pointer_heads, c.pointer_ffn) if uses_pointer else None
-        )
+        #: the variant's task selector (:mod:`agents.policy.selectors`) and the modules it learns
+        self.selector: TaskSelector = self.variant.build_selector()
+        self.slot_proj, self.pointer = self.selector.modules(n_act, c)
         self.alloc_head = AllocationHead(n_act, H, self.alloc_dims, c.alloc_head)
         self.critic = CentralCritic(n_act, H)
         #: ``agent_id``: each agent's learned index embedding ``(N, H)``, added to its cluster embedding
         self.agent_embed = nn.Parameter(0.1 * torch.randn(d["N"], H)) if c.agent_id else None
-        #: pointer rows: "auto" = only agents with a feasible slot on CPU batches (see _pointer_logits)
+        #: pointer rows: "auto" = only agents with a feasible slot on CPU batches
+        #: (:class:`~agents.policy.selectors.PointerSelector`)
         self.pointer_compact = "auto"
         #: compiled passes by name (empty: eager); see :meth:`compile_passes`
         self._compiled: dict[str, Callable[..., Any]] = {}
@@ -173,29 +176,7 @@ class TapFingerPolicy(nn.Module):
         return (fn(obs, enc, slot) if fn is not None else self._alloc_logits_eager(obs, enc, slot)).float()
 
     def _selection_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput) -> Tensor:
-        feasible = obs["feasible"].bool()
-        if self.pointer is not None:
-            return self._pointer_logits(enc, obs["pending_mask"].bool(), feasible)
-        zeros = torch.zeros(feasible.shape, device=enc.task.device, dtype=enc.task.dtype)
-        if self.variant.selector == "uniform":
-            return zeros.masked_fill(~feasible, MASK_VALUE)
-        first = feasible.to(torch.uint8).argmax(-1, keepdim=True)  # earliest feasible slot (FIFO)
-        pick = torch.zeros_like(feasible).scatter_(-1, first, True)
-        return zeros.masked_fill(~pick, MASK_VALUE)
-
-    def _pointer_logits(self, enc: EncoderOutput, occupied: Tensor, feasible: Tensor) -> Tensor:
-        """Slot projection + pointer network -> masked selection logits ``(B, N, P)``.
-
-        On CPU batches (:func:`~networks.heads.compact_pays`) with shared actor weights only
-        the agents that have a feasible slot are computed, grouped by the slots they need
-        (:func:`~agents.policy.pointer_rows.compact_pointer_logits`); :attr:`pointer_compact`
-        (``"auto"``, ``"never"``, ``"always"``) overrides the choice. Both layouts compute the
-        same function (to float round-off).
-        """
-        compact = use_compact(self.pointer_compact, feasible, "pointer_compact")
-        if not compact or self.n_actor_sets > 1:  # per-agent weights need the agent axis: full rows
-            return self.pointer(self.slot_proj(enc.task, enc.cluster), occupied, feasible)
-        return compact_pointer_logits(self.pointer, self.slot_proj, enc, occupied, feasible)
+        return self.selector.logits(self, obs, enc)
 
     def _alloc_logits_eager(self, obs: Mapping[str, Tensor], enc: EncoderOutput, slot: Tensor) -> Tensor:
         B, N, P, H = enc.task.shape
@@ -221,77 +202,31 @@ class TapFingerPolicy(nn.Module):
         action: Tensor | None = None,
         deterministic: bool = False,
         noise: ActNoise | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+    ) -> JointPass:
         """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
 
-        ``action is None``: sample (or, deterministic, take the argmax of) each agent's slot,
-        resolve conflicts between agents that picked the same task, then sample the allocation
-        (``conflicts="bayes-start"``: the allocation first, and a void claim does not compete);
-        the random draws (selection, conflict ties, allocation) are ``noise``
-        (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of tensors).
-        With ``conflicts="sequential"`` or ``"room"`` the slots are chosen agent by agent
-        (:func:`sequential_choice`, each agent's allocation right after its slot; no conflict,
-        no tie draw) and blocked agents join the skipped ones. Otherwise score the stored ``action (B, N, 3)`` = (slot, allocation, lost).
-        Returns ``(slot, allocation, lost, log_prob, entropy, skip, posterior)`` per agent
-        (``posterior``: the conflict posterior when sampling, else ``None``).
+        ``action is None``: the conflict rule of ``cfg.conflicts`` (:mod:`agents.policy.conflict_rules`)
+        samples (or, deterministic, takes the most likely) joint action, on the random draws
+        ``noise`` (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of
+        tensors). Otherwise the rule scores the stored ``action (B, N, 3)`` = (slot, allocation, lost).
         """
         feasible = obs["feasible"].bool()
-        skip = ~feasible.any(-1)
-        logits = self._selection_logits(obs, enc)
-        sequential = self.cfg.conflicts in SEQUENTIAL_MODES
-        canon = enc.canon
-        if canon is None and (sequential or action is None):
-            canon = canonical_slots(obs["pending_mask"], obs["pending_where"])[0]  # each slot's task id
-        if action is not None:
-            action = torch.as_tensor(action, device=self.device).long()
-        posterior = None
-        alloc = al_logp = None  # drawn agent by agent, right after each slot, when choosing sequentially
-        if sequential:
-            order = room_order(free_fraction(obs)) if self.cfg.conflicts == "room" else None
-            sel, alloc, sel_logp, al_logp, blocked = sequential_choice(
-                logits, canon, feasible, skip, self._agent_alloc_logp(obs, enc) if action is None else None,
-                None if action is None else action[..., :2], deterministic, noise, order)
-            skip = skip | blocked
+        inputs = PassInputs(
+            obs=obs, logits=self._selection_logits(obs, enc), feasible=feasible, skip=~feasible.any(-1),
+            task_ids=lambda: enc.canon if enc.canon is not None
+            else canonical_slots(obs["pending_mask"], obs["pending_where"])[0],
+            alloc_logits=lambda slot: self._alloc_logits(obs, enc, slot),
+            agent_alloc_logp=lambda: self._agent_alloc_logp(obs, enc),
+            free=lambda: self._free(obs),
+        )
+        rule = conflict_rule(self.cfg)
+        if action is None:
+            choice = rule.choose(inputs, deterministic, noise)
         else:
-            sel_logp = F.log_softmax(logits, dim=-1)
-            if action is None:
-                sel = (first_argmax(sel_logp) if deterministic
-                       else gumbel_argmax(sel_logp, required_noise(noise, "selection")))
-            else:
-                sel = action[..., 0]
-        lp_sel = sel_logp.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-        if sequential:
-            lost = torch.zeros_like(skip)
-        elif action is None:
-            low = obs["pending_min"].long().gather(2, sel.view(*sel.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-            key = canon.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            active = ~skip & feasible.gather(-1, sel.unsqueeze(-1)).squeeze(-1)
-            if self.cfg.conflicts == BAYES_START:  # allocations first: a void claim does not compete
-                al_logp, alloc = self._draw_allocation(obs, enc, sel, deterministic, noise)
-                active = active & (alloc > 0)
-            conflict = resolve_conflicts(key, lp_sel.exp(), self._free(obs), low, active, self.cfg.prior,
-                                         tie=required_noise(noise, "tie"))
-            lost, posterior = conflict.lost, conflict.posterior
-        else:
-            lost = action[..., 2].bool()
-        if alloc is None:
-            if action is None:
-                al_logp, alloc = self._draw_allocation(obs, enc, sel, deterministic, noise)
-            else:
-                al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
-                alloc = action[..., 1]
-        lp_alloc = al_logp.gather(-1, alloc.unsqueeze(-1)).squeeze(-1)
-        log_prob, entropy = masked_joint_terms(skip, lost, sel_logp, lp_sel, al_logp, lp_alloc)
-        return sel, alloc, lost, log_prob, entropy, skip, posterior
-
-    def _draw_allocation(self, obs: Mapping[str, Tensor], enc: EncoderOutput, sel: Tensor, deterministic: bool,
-                         noise: ActNoise | None) -> tuple[Tensor, Tensor]:
-        """Each agent's allocation log-probabilities ``(B, N, A)`` at its slot ``sel`` and the
-        allocation drawn from them: the argmax when acting deterministically or without allocation
-        noise (``sample-slot``), else a sample by the noise's allocation draws."""
-        al_logp = F.log_softmax(self._alloc_logits(obs, enc, sel), dim=-1)
-        argmax = deterministic or (noise is not None and noise.allocation is None)
-        return al_logp, first_argmax(al_logp) if argmax else gumbel_argmax(al_logp, required_noise(noise, "allocation"))
+            choice = rule.score(inputs, torch.as_tensor(action, device=self.device).long())
+        log_prob, entropy = choice.dist.log_prob_and_entropy(choice.slot, choice.allocation)
+        return JointPass(slot=choice.slot, allocation=choice.allocation, lost=choice.dist.lost, log_prob=log_prob,
+                         entropy=entropy, skip=choice.dist.skip, posterior=choice.posterior)
 
     # ------------------------------------------------------------------ public API
     @contextmanager
@@ -350,27 +285,27 @@ class TapFingerPolicy(nn.Module):
         """The acting pass on :meth:`as_tensors` output and pre-drawn ``noise``: tensors in,
         tensors out (compiled whole by :meth:`compile_passes`)."""
         enc = self.encode(obs)
-        sel, alloc, lost, log_prob, entropy, skip, posterior = self._joint_pass(
-            obs, enc, deterministic=deterministic, noise=noise)
-        sel = torch.where(skip, torch.zeros_like(sel), sel)
-        alloc = torch.where(skip | lost, torch.zeros_like(alloc), alloc)
+        out = self._joint_pass(obs, enc, deterministic=deterministic, noise=noise)
+        skip, lost = out.skip, out.lost
+        sel = torch.where(skip, torch.zeros_like(out.slot), out.slot)
+        alloc = torch.where(skip | lost, torch.zeros_like(out.allocation), out.allocation)
         action = torch.stack([sel, alloc, lost.long()], dim=-1)
         value = self._critic(enc) if with_value else None
-        return ActOutput(action=action, log_prob=log_prob, entropy=entropy, skip=skip, value=value,
-                         extra={"posterior": posterior})
+        return ActOutput(action=action, log_prob=out.log_prob, entropy=out.entropy, skip=skip, value=value,
+                         extra={"posterior": out.posterior})
 
     def evaluate(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(log_prob, entropy, skip, value)`` of stored actions with one encoder pass."""
         obs = self.as_tensors(obs)
         enc = self.encode(obs)
-        _, _, _, log_prob, entropy, skip, _ = self._joint_pass(obs, enc, action)
-        return log_prob, entropy, skip, self._critic(enc)
+        out = self._joint_pass(obs, enc, action)
+        return out.log_prob, out.entropy, out.skip, self._critic(enc)
 
     def evaluate_actions(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per-agent ``(log_prob, entropy, skip)`` of stored joint actions (eqs. 12-14); differentiable."""
         obs = self.as_tensors(obs)
-        _, _, _, log_prob, entropy, skip, _ = self._joint_pass(obs, self.encode(obs), action)
-        return log_prob, entropy, skip
+        out = self._joint_pass(obs, self.encode(obs), action)
+        return out.log_prob, out.entropy, out.skip
 
     def value(self, obs: Mapping[str, Tensor]) -> Tensor:
         """Centralised critic: ``(B, N)`` values (one head per agent, shared weights by default)."""

@@ -6,12 +6,10 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from networks.heads import MASK_VALUE
-
-from .noise import ActNoise, first_argmax, gumbel_noise, required_noise
+from .distribution import MaskedCategorical
+from .noise import ActNoise, gumbel_noise, required_noise
 
 
 def sequential_choice(
@@ -57,20 +55,20 @@ def sequential_choice(
     for j in range(N):
         free = feasible[:, j] & ~claimed.gather(1, key[:, j])  # (B, P)
         block = ~skip[:, j] & ~free.any(-1)
-        logp = F.log_softmax(logits[:, j].masked_fill(~free, MASK_VALUE), dim=-1)
+        choice = MaskedCategorical.from_logits(logits[:, j], free)
         if stored is not None:
             slot, alloc = stored[:, j, 0], stored[:, j, 1]
         else:
-            slot = first_argmax(logp) if noise_sel is None else (logp + noise_sel[:, j]).argmax(-1)
-            al = alloc_logp(j if order is None else order[:, j], slot)
-            alloc = first_argmax(al) if noise_alloc is None else (al + noise_alloc[:, j]).argmax(-1)
+            slot = choice.mode() if noise_sel is None else choice.sample_gumbel(noise_sel[:, j])
+            al = MaskedCategorical(alloc_logp(j if order is None else order[:, j], slot))
+            alloc = al.mode() if noise_alloc is None else al.sample_gumbel(noise_alloc[:, j])
             allocs.append(alloc)
-            alloc_logps.append(al)
+            alloc_logps.append(al.log_probs)
         task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)
         starts = (~skip[:, j] & ~block & (alloc > 0)).unsqueeze(1)
         claimed = claimed.scatter(1, task, claimed.gather(1, task) | starts)
         slots.append(slot)
-        logps.append(logp)
+        logps.append(choice.log_probs)
         blocked.append(block)
     out = [torch.stack(x, 1) if x else None for x in (slots, allocs, logps, alloc_logps, blocked)]
     if order is not None:  # position -> agent
