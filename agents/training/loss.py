@@ -43,14 +43,10 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
 
 def normalise_advantages(adv: Tensor, active: Tensor, eps: float = 1e-8) -> Tensor:
     """Advantages centred by their mean over the active entries and divided by their standard
-    deviation there, ``sqrt(var + eps**2)``.
-
-    ``rsqrt`` rather than ``sqrt``: on CPU, ATen computes ``rsqrt`` as ``1 / sqrt`` with the IEEE
-    square root, while ``torch.sqrt`` runs MKL's vector math, whose last bits depend on the CPU
-    model (see :mod:`agents.training.optimizer`)."""
+    deviation there, ``sqrt(var + eps**2)``."""
     mean = masked_mean(adv, active)
     var = masked_mean((adv - mean) ** 2, active)
-    return (adv - mean) * (var + eps * eps).rsqrt()
+    return (adv - mean) / (var + eps * eps).sqrt()
 
 
 @dataclass

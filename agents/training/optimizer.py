@@ -1,11 +1,9 @@
 """The optimizer every trainer of the project uses: Adam with PyTorch's fused kernel (tianshou
 builds it through its generic ``TorchOptimizerFactory(adam, lr=...)``).
 
-The fused kernel updates every parameter tensor in one call (no Python loop over tensors) and takes
-each element's square root with the IEEE instruction, exactly rounded. The per-tensor
-implementations (``foreach`` or not) call ``torch.sqrt``, which on CPU builds linked with MKL runs
-MKL's vector math: not exactly rounded, and its last bits depend on the CPU model, so the same
-seed would give different parameters on different machines (``tests/test_learning_pin.py``).
+The fused kernel updates every parameter tensor in one call, with no Python loop over tensors; on
+CPU one step of the synthetic-3 recipe's policy (143 tensors) takes about a third of the time of
+the default ``foreach`` implementation's.
 """
 
 from __future__ import annotations
