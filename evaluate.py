@@ -14,9 +14,11 @@ whole or not at all: an ``--out`` holding an evaluation is replaced only with ``
 two evaluations never write one ``--out`` at once (:mod:`agents.evaluation.outputs`); then prints a
 table. ``--curves RUN_DIR`` plots a training run's validation mean JCT against env steps with the
 baselines' mean JCT on the same validation workloads (:mod:`agents.evaluation.curves`).
+``--checkpoint`` without ``--scenario`` evaluates on the scenario stored in the checkpoint.
 ``key=value`` scenario overrides may stand anywhere on the command line. Exit codes: 0 success,
 2 bad input (one line on stderr), 74 the outputs could not be written (a full disk; one line, the
-previous outputs untouched), 1 internal error, 130 interrupted.
+previous outputs untouched), 1 internal error, 130 Ctrl-C, 143 SIGTERM (one line each; the worker
+processes end with the command, and on their own if it is killed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import shlex
 import sys
 import traceback
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from envs.config import ScenarioConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate TapFinger checkpoints and the baselines on the same seeded workloads.",
         epilog="key=value overrides apply to the scenario (e.g. num_tasks=50 trace.params=fit.json).",
     )
-    p.add_argument("--scenario", help="scenario name or YAML path (with --report: comma-separated subset)")
+    p.add_argument("--scenario", help="scenario name or YAML path (with --report: comma-separated subset; with "
+                                      "--checkpoint: default the scenario stored in the checkpoint)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
                    help="policy checkpoint; repeat for several. One checkpoint is named after its policy variant "
                         f"({', '.join(VARIANT_NAMES)}); several are named after their files "
@@ -77,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(online: not an oracle)")
     p.add_argument("--policy-batch", type=int, default=None, metavar="K",
                    help="episodes (seeds) a checkpoint runs in lockstep, one batched forward pass per decision "
-                        "round (default: the seeds split evenly over the workers; 1: one episode at a time); "
-                        "the results do not depend on it")
+                        "round (default: every seed in one batch, as training validates, so best.pt on its "
+                        "validation seeds gives its validation figure; 1: one episode at a time); other sizes "
+                        "can change a rare sampled decision (float round-off of the batched pass)")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help=f"parallel processes (default min(2, cpu count) = {default_workers()})")
     p.add_argument("--report", action="store_true",
@@ -194,15 +201,37 @@ def _check_overrides_are_not_schedulers(overrides: Sequence[str]) -> None:
                               "takes one comma-separated list, e.g. --schedulers optimus,optimus:preemptive=false")
 
 
+def checkpoint_scenario(paths: Sequence[str], overrides: Sequence[str]) -> ScenarioConfig:
+    """The scenario stored in the checkpoints (every one must store the same), with ``overrides``
+    applied; ConfigError (one line) for an unreadable checkpoint or checkpoints that disagree."""
+    import copy
+
+    from agents.policy.checkpoint import read_checkpoint
+    from envs.config import ConfigError, ScenarioConfig, apply_overrides
+
+    stored = [read_checkpoint(path, required=("scenario",))["scenario"] for path in paths]
+    names = [str(raw.get("name", "?")) for raw in stored]
+    if any(raw != stored[0] for raw in stored[1:]):
+        raise ConfigError(f"the checkpoints store different scenarios ({', '.join(names)}); give --scenario to "
+                          "choose the one to evaluate on")
+    raw = apply_overrides(copy.deepcopy(dict(stored[0])), overrides)
+    try:
+        return ScenarioConfig.from_dict(raw)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"checkpoint {str(paths[0])!r}: bad scenario: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute the parsed command; raises ConfigError on bad input."""
     from agents.evaluation import evaluate_scenario
     from agents.evaluation.outputs import RESULTS_DIR, StagedOutput, evaluation_name, output_bytes
-    from agents.evaluation.runner import resolve_schedulers
+    from agents.evaluation.runner import check_scheduler_list, resolve_schedulers
     from agents.evaluation.summary import format_table
     from envs.config import ConfigError, load_scenario
 
     check_counts(args)
+    if args.schedulers is not None:
+        check_scheduler_list(args.schedulers)
     if args.curves:
         if args.overwrite:
             raise ConfigError("--overwrite applies to evaluation directories, not to --curves (its PNG is rewritten)")
@@ -210,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         raise ConfigError("--max-steps only applies to --curves RUN_DIR")
     _check_overrides_are_not_schedulers(args.overrides)
-    args.schedulers = args.schedulers or "all"
+    if args.schedulers is None:
+        args.schedulers = "all"
     if args.device != "cpu" and not (args.checkpoint or args.report):
         raise ConfigError(f"--device {args.device} only applies to a policy: give --checkpoint PATH (baselines run "
                           "on the CPU)")
@@ -234,9 +264,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.checkpoint_dir:
         raise ConfigError("--checkpoint-dir only applies to --report; use --checkpoint PATH")
-    if not args.scenario:
-        raise ConfigError("--scenario is required (or --report); e.g. --scenario synthetic-3")
-    cfg = load_scenario(args.scenario, args.overrides).for_evaluation()
+    if args.scenario:
+        cfg = load_scenario(args.scenario, args.overrides).for_evaluation()
+    elif args.checkpoint:
+        cfg = checkpoint_scenario(args.checkpoint, args.overrides).for_evaluation()
+    else:
+        raise ConfigError("--scenario is required (or --checkpoint, or --report); e.g. --scenario synthetic-3")
     from envs.progress import build_progress_functions
 
     build_progress_functions(cfg)  # a missing trace file is bad input: fail before any run
@@ -268,9 +301,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_intermixed_args(argv)  # key=value overrides may stand between the flags
     args.command = "python evaluate.py " + shlex.join(argv)
     from agents.output_dirs import EXIT_IO_ERROR
+    from agents.signals import TerminationSignals
     from envs.config import ConfigError
     from envs.trace_table import TraceError
 
+    signals = TerminationSignals()  # SIGTERM stops the evaluation as Ctrl-C does (its workers included)
     try:
         return run(args)
     except (ConfigError, TraceError) as exc:  # bad input: scenario, scheduler, checkpoint, trace file
@@ -281,13 +316,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evaluate.py: error: {exc.strerror or exc}{where}; no output was written (the previous outputs, "
               "if any, are unchanged)", file=sys.stderr)
         return EXIT_IO_ERROR
-    except KeyboardInterrupt:
-        print("evaluate.py: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the worker processes are stopped, nothing was published
+        print(f"evaluate.py: {signals.name}", file=sys.stderr)
+        return signals.code
     except Exception:  # noqa: BLE001 - anything else is a bug: show where
         traceback.print_exc()
         print("evaluate.py: internal error (the traceback above)", file=sys.stderr)
         return 1
+    finally:
+        signals.restore()
 
 
 if __name__ == "__main__":

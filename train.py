@@ -22,6 +22,8 @@ import sys
 import warnings
 from typing import Sequence
 
+from agents.signals import TerminationSignals
+
 
 def build_parser() -> argparse.ArgumentParser:
     # choices and defaults have one owner each: agents/training/config.py (TrainConfig, the vector
@@ -86,38 +88,6 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     return None
 
 
-#: exit code of a run stopped by SIGTERM (128 + 15, the shell's convention); Ctrl-C gives 130
-EXIT_TERMINATED = 143
-
-
-class _Signals:
-    """SIGTERM (``timeout``, batch schedulers, ``docker stop``) stops a run the way Ctrl-C does:
-    the trainer is interrupted, ``last.pt`` is saved, and the exit code says which signal it was."""
-
-    def __init__(self) -> None:
-        import signal
-
-        self.terminated = False
-        self._previous = signal.signal(signal.SIGTERM, self._on_term)
-
-    def _on_term(self, signum, frame) -> None:  # noqa: ANN001 - signal handler signature
-        self.terminated = True
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        import signal
-
-        signal.signal(signal.SIGTERM, self._previous)
-
-    @property
-    def name(self) -> str:
-        return "terminated (SIGTERM)" if self.terminated else "interrupted"
-
-    @property
-    def code(self) -> int:
-        return EXIT_TERMINATED if self.terminated else 130
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_intermixed_args(argv)  # key=value overrides may stand between the flags
@@ -129,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from envs.config import ConfigError
     from envs.trace_table import TraceError
 
-    signals: _Signals | None = None  # installed once the run is about to start
+    signals: TerminationSignals | None = None  # installed once the run is about to start
     started: list[tuple] = []  # (run directory, new) once run_training has taken it
     try:
         from agents.training.loop import TrainingInterrupted, run_training
@@ -163,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec.status_every_s = STATUS_EVERY_S
         device = check_environment(spec)
         print(_plan_line(spec), flush=True)
-        signals = _Signals()
+        signals = TerminationSignals()
 
         def on_start(run_dir) -> None:  # noqa: ANN001 - a Path
             started.append((run_dir, spec.fresh_dir))
@@ -211,8 +181,12 @@ def _report_unstarted(started: list) -> None:
 
 def _plan_line(spec) -> str:
     """How ``--steps`` was rounded: evaluation intervals of whole collection batches."""
+    from agents.training.checkpoints import final_evaluation_pending
+
     t = spec.train
     done = spec.done_env_steps
+    if spec.resume is not None and final_evaluation_pending(spec.resume, t):
+        return f"plan: the final evaluation, at {done} env steps (the run stopped before it ended); no training"
     planned = t.planned_env_steps(done)
     first, epoch_len, epochs = t.interval_plan(done)
     if planned is None:

@@ -120,12 +120,12 @@ def test_decide_batch_needs_one_policy_and_one_action_mode():
 
 
 def test_seed_groups():
-    assert seed_groups([1, 2, 3, 4, 5], None, 2) == [(1, 2, 3), (4, 5)]
-    assert seed_groups([1, 2, 3, 4, 5], 2, 1) == [(1, 2), (3, 4), (5,)]
-    assert seed_groups([1, 2, 3], None, 1) == [(1, 2, 3)]
-    assert seed_groups([1, 2], 1, 2) == [(1,), (2,)]
+    assert seed_groups([1, 2, 3, 4, 5], None) == [(1, 2, 3, 4, 5)]  # one batch, as validation runs
+    assert seed_groups([1, 2, 3, 4, 5], 2) == [(1, 2), (3, 4), (5,)]
+    assert seed_groups([1, 2, 3], None) == [(1, 2, 3)]
+    assert seed_groups([1, 2], 1) == [(1,), (2,)]
     with pytest.raises(ConfigError, match="policy batch must be >= 1"):
-        seed_groups([1, 2], 0, 1)
+        seed_groups([1, 2], 0)
 
 
 def test_evaluation_results_do_not_depend_on_the_policy_batch(tmp_path):

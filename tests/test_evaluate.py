@@ -240,6 +240,16 @@ def test_plots_written(outputs):
         (["--scenario", "synthetic-3", "nosuchkey=1"], "nosuchkey"),
         (["--scenario", "synthetic-3", "--schedulers", "optimus:floor=never"], "start floor must be one of"),
         (["--scenario", "synthetic-3", "--schedulers", "optimus:floor_factor=3"], "floor_factor needs floor"),
+        (["--scenario", "synthetic-3", "--schedulers", ""], "--schedulers is empty"),
+        (["--scenario", "synthetic-3", "--schedulers", " "], "--schedulers is empty"),
+        (["--report", "--schedulers", ""], "--schedulers is empty"),
+        (["--curves", "runs/none", "--schedulers", ""], "--schedulers is empty"),
+        (["--scenario", "synthetic-3", "--schedulers", "random,,min"], "'random,,min' has an empty item"),
+        (["--scenario", "synthetic-3", "--schedulers", "random,min,"], "has an empty item"),
+        (["--scenario", "synthetic-3", "--schedulers", "min,random,min"], "names 'min' twice"),
+        (["--scenario", "synthetic-3", "--schedulers", "optimus:oracle=true,preemptive=false,"
+                                                       "optimus:preemptive=false,oracle=true"], "the same options"),
+        (["num_tasks=12"], "--scenario is required (or --checkpoint, or --report)"),
     ],
 )
 def test_bad_input_exits_2(tmp_path, args, message):
@@ -302,6 +312,30 @@ def test_tapfinger_checkpoint_and_reduction(tmp_path, capsys):
     cfg = load_scenario("synthetic-3", TINY)
     direct = [run_episode(cfg, TapFingerScheduler(checkpoint=ckpt), seed).conflicts for seed in summary["seeds"]]
     assert summary["schedulers"]["tapfinger"]["conflicts"] == pytest.approx(np.mean(direct))
+
+
+def test_checkpoint_without_scenario_evaluates_on_the_scenario_it_stores(tmp_path):
+    """No --scenario: the checkpoint's stored scenario (its evaluation variant), overrides applied."""
+    ckpt = _tiny_checkpoint(tmp_path / "tb.pt", "testbed-3")
+    out = tmp_path / "out"
+    assert evaluate_main()(["--checkpoint", str(ckpt), "--schedulers", "min", "--seeds", "1", "--workers", "1",
+                            "--out", str(out), "--quiet", *TINY]) == 0
+    used = load_scenario(str(out / "scenario.yaml"))
+    expected = load_scenario("testbed-3", TINY).for_evaluation()
+    assert used.name == "testbed-3" and used.num_tasks == 12
+    assert used.to_dict() == expected.to_dict()
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["schedulers"]) == {"min", "tapfinger"}
+
+
+def test_checkpoints_storing_different_scenarios_need_scenario(tmp_path):
+    a = _tiny_checkpoint(tmp_path / "a.pt", "synthetic-3")
+    b = _tiny_checkpoint(tmp_path / "b.pt", "sjf-3")
+    proc = cli("--checkpoint", str(a), "--checkpoint", str(b), "--out", str(tmp_path / "out"), *TINY)
+    assert proc.returncode == 2, proc.stderr
+    assert "store different scenarios (synthetic-3, sjf-3); give --scenario" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_checkpoint_of_another_scenario_exits_2(tmp_path):

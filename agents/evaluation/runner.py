@@ -3,10 +3,12 @@
 A *job* is one scheduler on one workload seed (``run_episode`` on a fresh
 :class:`~envs.core.Simulator`), or a learned policy on a group of seeds run in lockstep with
 one batched forward pass per decision round (``run_episodes_batched``; ``policy_batch`` seeds
-per group). Every scheduler sees the same seeds, hence the same tasks, arrivals, reachability
-and tie-break stream. Jobs run in ``workers`` spawned processes (``spawn``: safe with torch and
-CUDA) or in-process for ``workers=1``; the result does not depend on the number of workers, the
-policy batch or the order in which jobs finish.
+per group, default all of them, as validation runs them). Every scheduler sees the same seeds,
+hence the same tasks, arrivals, reachability and tie-break stream. Jobs run in ``workers``
+spawned processes (``spawn``: safe with torch and CUDA) or in-process for ``workers=1``; the
+result does not depend on the number of workers or the order in which jobs finish (nor, for
+baselines and argmax policies, on the policy batch: :func:`seed_groups`). No worker outlives its evaluation: an error,
+Ctrl-C or SIGTERM stops the pool, and a worker whose parent dies (SIGKILL) exits on its own.
 
 Learned policies are imported lazily (:mod:`agents.policy.scheduler` only when a checkpoint is
 given), so a baseline-only evaluation never imports torch.
@@ -17,6 +19,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import signal
+import threading
+import time
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +53,10 @@ REPORT_SEEDS = 30
 #: intra-op threads, and on a busy machine they cost up to 100x (spin-waiting); parallelism
 #: comes from the worker processes instead
 TORCH_THREADS = 1
+#: seconds between a worker process's checks that the process that started it is alive
+PARENT_POLL_S = 0.5
+#: seconds a stopped pool's workers get to exit on SIGTERM before they are killed
+STOP_GRACE_S = 5.0
 #: name of a learned policy in ``--schedulers`` (stands for every ``--checkpoint``)
 POLICY_NAME = "tapfinger"
 #: names of checkpoints by policy variant (:mod:`agents.policy.variants`) and, beyond the paper's
@@ -153,13 +162,40 @@ def checkpoint_names(paths: Sequence[str | Path], variants: Sequence[str], taken
     return [f"{n}.pt" if n in taken else n for n in names]
 
 
+def check_scheduler_list(selection: str) -> None:
+    """ConfigError (one line) unless ``selection`` is ``all`` or a list of schedulers with no empty
+    item (``random,,min``, a trailing comma) and none given twice (``min,min``, or the same options
+    in another order)."""
+    from agents.baselines import available_schedulers
+    from agents.baselines.specs import parse_scheduler_spec, split_scheduler_list
+
+    text = selection.strip()
+    if not text:
+        raise ConfigError(f"--schedulers is empty; give 'all' or some of: "
+                          f"{', '.join(available_schedulers() + [POLICY_NAME])}")
+    if text == "all":
+        return
+    if any(not item.strip() for item in text.split(",")):
+        raise ConfigError(f"--schedulers {selection!r} has an empty item (two commas in a row, or a comma at "
+                          "an end); list each scheduler once, separated by single commas")
+    seen: dict[tuple[str, tuple[tuple[str, Any], ...]], str] = {}
+    for item in split_scheduler_list(text):
+        name, options = parse_scheduler_spec(item)
+        key = (name, tuple(sorted(options.items())))
+        if key in seen:
+            same = "" if seen[key] == item else f" ({seen[key]!r} and {item!r}: the same options)"
+            raise ConfigError(f"--schedulers names {name if options else item!r} twice{same}; list each scheduler once")
+        seen[key] = item
+
+
 def resolve_schedulers(
     selection: str, checkpoints: Sequence[str | Path] = (), cfg: ScenarioConfig | None = None,
     policy_action: str | None = None,
     policy_conflicts: str | None = None,
     policy_floor: str | None = None,
 ) -> list[SchedulerSpec]:
-    """Turn ``all`` or ``a,b,...`` plus the checkpoints into scheduler specs (baselines first).
+    """Turn ``all`` or ``a,b,...`` (:func:`check_scheduler_list`) plus the checkpoints into scheduler
+    specs (baselines first).
 
     ``all`` is every available baseline plus the option variants of
     :func:`.schedulers.all_schedulers` (``optimus:preemptive=false``). A baseline may carry options
@@ -189,13 +225,9 @@ def resolve_schedulers(
 
         check_start_floor(policy_floor)
     known = available_schedulers()
-    text = (selection or "").strip()
-    if text == "all":
-        items = all_schedulers()
-    else:
-        items = split_scheduler_list(text)
-        if not items:
-            raise ConfigError(f"--schedulers is empty; give 'all' or some of: {', '.join(known + [POLICY_NAME])}")
+    check_scheduler_list(selection)
+    text = selection.strip()
+    items = all_schedulers() if text == "all" else split_scheduler_list(text)
     parsed = [(item, *parse_scheduler_spec(item)) for item in items]
     specs: list[SchedulerSpec] = []
     policy_items = []
@@ -204,8 +236,7 @@ def resolve_schedulers(
         if name in known:
             make_scheduler(name, **options)  # bad options: ConfigError naming them
             spec = SchedulerSpec(name=item if options else name, baseline=name, options=tuple(options.items()))
-            if spec.name not in [s.name for s in specs]:
-                specs.append(spec)
+            specs.append(spec)
         elif options:
             unknown.append(item)
         else:
@@ -327,11 +358,50 @@ def _set_torch_threads(specs: Sequence[SchedulerSpec], torch_threads: int) -> No
         torch.set_num_threads(torch_threads)
 
 
-def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, torch_threads: int) -> None:
-    """Spawned-process set-up: its :class:`Worker` and the torch thread budget for policies."""
+def _init_worker(cfg: ScenarioConfig, specs: list[SchedulerSpec], device: str, torch_threads: int,
+                 parent: int) -> None:
+    """Spawned-process set-up: the process ends with ``parent`` (:func:`watch_parent`) and leaves
+    Ctrl-C to it (the parent stops the pool), then its :class:`Worker` and the torch thread budget
+    for policies."""
     global _PROCESS_WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch_parent(parent)
     _PROCESS_WORKER = Worker(cfg, specs, device)
     _set_torch_threads(specs, torch_threads)
+
+
+def watch_parent(parent: int, interval: float = PARENT_POLL_S) -> threading.Thread:
+    """End this process (``os._exit``) once ``parent`` is no longer its parent process: the parent
+    died, however (SIGKILL included), and this process was handed to another one. A daemon thread
+    checks ``os.getppid()`` every ``interval`` seconds, and once before returning."""
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="watch-parent", daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_pool(pool: ProcessPoolExecutor, grace: float = STOP_GRACE_S) -> None:
+    """Stop ``pool`` now: cancel its queued jobs, SIGTERM its worker processes (a running job is
+    abandoned), SIGKILL any still alive after ``grace`` seconds, and reap them all."""
+    # concurrent.futures has no public handle on the processes before Python 3.14
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def _run_job(index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:
@@ -373,11 +443,17 @@ def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def seed_groups(seeds: Sequence[int], batch: int | None, workers: int) -> list[tuple[int, ...]]:
+def seed_groups(seeds: Sequence[int], batch: int | None) -> list[tuple[int, ...]]:
     """The seeds of a policy in groups of ``batch`` consecutive seeds (each group one job, run in
-    lockstep); ``None``: as even as possible over the ``workers``, ``ceil(K / workers)`` each."""
+    lockstep); ``None``: one group of every seed.
+
+    One group is how training validates (one batched forward pass over all its validation
+    episodes), so a checkpoint evaluated on its validation seeds gets its validation figure. The
+    batched pass's float round-off depends on the batch size; argmax decisions absorb it (a tie
+    tolerance), but a sampled decision whose draw lies within round-off of a boundary can differ
+    between batch sizes, so other groupings may change a sampled policy's figure slightly."""
     if batch is None:
-        batch = -(-len(seeds) // max(1, workers))
+        batch = max(1, len(seeds))
     if batch < 1:
         raise ConfigError(f"the policy batch must be >= 1 seed, got {batch}")
     return [tuple(seeds[i:i + batch]) for i in range(0, len(seeds), batch)]
@@ -396,11 +472,13 @@ def run_evaluation(
 
     ``workers`` > 1 runs jobs in that many spawned processes; every process runs policies with
     :data:`TORCH_THREADS` torch threads. A policy runs its seeds in groups of ``policy_batch``
-    episodes, one batched forward pass per decision round (:func:`seed_groups`; ``None``: split
-    evenly over the workers; 1: one episode at a time); baselines run one seed per job. The
-    results are the same either way. ``progress`` shows a tqdm bar on stderr.
-    Errors in a job (e.g. :class:`ConfigError`) propagate after the pool is shut down; a plan beyond
-    the machine's memory is refused before any job starts (:mod:`.memory`).
+    episodes, one batched forward pass per decision round (:func:`seed_groups`; ``None``: all seeds
+    in one group, as validation runs them; 1: one episode at a time); baselines run one seed per
+    job. ``progress`` shows a tqdm bar on stderr.
+    Errors in a job (e.g. :class:`ConfigError`) propagate once the pool's processes are stopped, and
+    so do Ctrl-C and SIGTERM (:func:`stop_pool`); a worker process whose parent dies ends too
+    (:func:`watch_parent`). A plan beyond the machine's memory is refused before any job starts
+    (:mod:`.memory`).
     """
     specs, seeds = list(specs), [int(s) for s in seeds]
     if not seeds:
@@ -408,7 +486,7 @@ def run_evaluation(
     if len(set(s.name for s in specs)) != len(specs):
         raise ConfigError(f"scheduler names must be unique, got {[s.name for s in specs]}")
     workers = max(1, int(workers))
-    groups = seed_groups(seeds, policy_batch, workers)
+    groups = seed_groups(seeds, policy_batch)
     jobs = [(i, group) for i, spec in enumerate(specs) for group in (groups if spec.is_policy else [(s,) for s in seeds])]
     workers = min(workers, len(jobs))
     check_evaluation_memory(cfg, [len(g) for g in groups], any(s.is_policy for s in specs), workers)
@@ -438,17 +516,20 @@ def run_evaluation(
                     torch.set_num_threads(threads)
         else:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(cfg, specs, device, TORCH_THREADS)) as pool:
+            pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                       initargs=(cfg, specs, device, TORCH_THREADS, os.getpid()))
+            try:
                 pending = {pool.submit(_run_job, i, group) for i, group in jobs}
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                     for fut in finished:
                         if fut.exception() is not None:
-                            for other in pending:
-                                other.cancel()
                             raise fut.exception()
                         collect(*fut.result())
+            except BaseException:  # a failed job, Ctrl-C, SIGTERM: no worker outlives the evaluation
+                stop_pool(pool)
+                raise
+            pool.shutdown(wait=True)
     finally:
         bar.close()
 
