@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from agents.output_dirs import temp_beside
 
 
 def json_safe(obj: Any) -> Any:
@@ -28,11 +29,11 @@ def json_safe(obj: Any) -> Any:
 
 
 def write_json(path: Path, doc: Any) -> Path:
-    """Write ``doc`` as indented strict JSON (:func:`json_safe`), atomically: a reader sees the old
-    file or the new one, never a part."""
+    """Write ``doc`` as indented strict JSON (:func:`json_safe`), atomically (a reader sees the old
+    file or the new one, never a part), with the mode ``open()`` gives (0666 less the umask)."""
     text = json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n"
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
 from pathlib import Path
 
 from envs.config import ConfigError
@@ -76,3 +77,34 @@ def fsync_dir(directory: str | Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file: ``0o666`` less the process's umask."""
+    try:  # Linux: read it without changing it (os.umask is process-wide, threads share it)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def temp_beside(path: str | Path, prefix: str | None = None) -> tuple[int, str]:
+    """A new temporary file in ``path``'s directory, to be renamed onto ``path`` (an atomic write):
+    its open descriptor and name. Named ``<prefix><random>.tmp`` (default prefix ``.<name>.``), with
+    the mode of a file created by ``open()`` (:func:`file_mode`; ``tempfile.mkstemp`` alone gives
+    0600), so every file a run or an evaluation writes has the same mode."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}." if prefix is None else prefix,
+                               suffix=".tmp")
+    try:
+        os.fchmod(fd, file_mode())
+    except OSError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp

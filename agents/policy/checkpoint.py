@@ -6,8 +6,10 @@ calls ``torch.load(..., weights_only=True)``: a checkpoint holds tensors and pla
 values only (dicts, lists, numbers, strings), so a file that carries any other pickled object
 (which could run code while it is unpickled) is refused, never executed.
 
-Every value is checked before use (:func:`validate_checkpoint`: mappings where mappings belong,
-finite non-negative integer counters, tensors in state dicts). Every problem raises
+The file's zip CRC-32 checks are run first (a damaged file is refused, not loaded with changed
+bytes), and every value is checked before use (:func:`validate_checkpoint`: mappings where mappings
+belong, finite non-negative integer counters, tensors in state dicts, no NaN or infinity in the
+weights or the optimizer state). Every problem raises
 :class:`CheckpointError`, a :class:`~envs.config.ConfigError`, so the command lines report it as
 bad input (exit 2, one line on stderr). A failed write raises
 :class:`~agents.output_dirs.OutputWriteError` (an ``OSError``: exit 74).
@@ -22,14 +24,15 @@ import math
 import os
 import pickle
 import re
-import tempfile
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from agents.output_dirs import OutputWriteError, fsync_dir
+from agents.output_dirs import OutputWriteError, fsync_dir, temp_beside
 from envs.config import ConfigError, ScenarioConfig
 
 from .observations import spec_dims, spec_to_dict
@@ -73,6 +76,9 @@ def read_checkpoint(
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {str(path)!r} not found: the file does not exist")
+    damaged = _damaged_member(path)
+    if damaged:
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: {damaged}")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
@@ -92,9 +98,25 @@ def read_checkpoint(
     return data
 
 
+def _damaged_member(path: Path) -> str | None:
+    """Why the zip archive at ``path`` fails its CRC-32 checks (every member is read: a checkpoint is a
+    few MB), or None when they pass. ``torch.load`` does not check them, so a flipped byte inside
+    a tensor would load as a changed weight. A file that is no zip (torch's legacy format) passes
+    here and is judged by ``torch.load``."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+            zlib.error) as exc:
+        return f"its zip archive cannot be read ({str(exc).strip() or type(exc).__name__})"
+    return None if bad is None else f"member {bad!r} fails its CRC check (the file was damaged after it was written)"
+
+
 def validate_checkpoint(data: Mapping[str, Any], path: str | Path, keys: Sequence[str]) -> None:
     """:class:`CheckpointError` (one line naming the key) unless each of ``keys`` present in ``data``
-    holds what the project writes there: a state dict of tensors (``model``), mappings (the configs,
+    holds what the project writes there: a state dict of finite tensors (``model``), mappings (the configs,
     ``obs_spec``, ``optimizer``, ``rng``, ``return_scaler``) and finite numbers in them, integer
     step counters >= 0 (:data:`COUNTERS`, required in ``counters``)."""
     for key in keys:
@@ -143,7 +165,26 @@ def _state_dict(value: Any) -> str | None:
     if problem:
         return problem
     bad = [k for k, v in value.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
-    return f".{bad[0]} must be a tensor, got {_got(value[bad[0]])}" if bad else None
+    if bad:
+        return f".{bad[0]} must be a tensor, got {_got(value[bad[0]])}"
+    return _finite_tensors(value)
+
+
+def _finite_tensors(value: Any, where: str = "") -> str | None:
+    """The first tensor in nested mappings and lists holding NaN or infinity (a diverged run), or None."""
+    if isinstance(value, Tensor):
+        if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
+            return f"{where} holds NaN or infinite values (saved by a run that diverged?)"
+        return None
+    if isinstance(value, Mapping):
+        items = value.items()
+    else:
+        items = enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        problem = _finite_tensors(item, f"{where}.{key}")
+        if problem:
+            return problem
+    return None
 
 
 def _fields(value: Any, checks: Mapping[str, Callable[[Any], str | None]], required: Sequence[str]) -> str | None:
@@ -185,6 +226,7 @@ _COUNTER_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "best_score": lambda v: _number(v, minus_inf=True),
     "best_mean_jct": lambda v: _number(v, 0, nullable=True),
     "best_env_step": lambda v: _count(v, nullable=True),
+    "evaluated_env_step": lambda v: _count(v, nullable=True),
     "wall_s": lambda v: _number(v, 0),
     "devices": _list_of(str),
     "run_id": _kind(str, nullable=True),
@@ -204,8 +246,8 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "scenario": _mapping,
     "obs_spec": _mapping,
     "train_config": _mapping,
-    "optimizer": lambda v: _fields(v, {"state": _mapping, "param_groups": _list_of(Mapping)},
-                                   ("state", "param_groups")),
+    "optimizer": lambda v: _fields(v, {"state": lambda x: _mapping(x) or _finite_tensors(x),
+                                       "param_groups": _list_of(Mapping)}, ("state", "param_groups")),
     "counters": lambda v: _fields(v, _COUNTER_CHECKS, COUNTERS),
     "rng": lambda v: _fields(v, _RNG_CHECKS, ("python", "python_version", "numpy", "torch")),
     "return_scaler": lambda v: _fields(v, {"mean": _number, "var": lambda x: _number(x, 0), "count": _count},
@@ -256,7 +298,7 @@ def save_policy_checkpoint(
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        fd, tmp = temp_beside(path, prefix=path.name)  # last.pt<random>.tmp: what rundir clears
         with os.fdopen(fd, "wb") as f:
             torch.save(data, f)
             f.flush()

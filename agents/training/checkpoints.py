@@ -38,6 +38,9 @@ BEST = "best.pt"
 RESULT_FILE = "result.json"
 #: keys this package adds to the policy checkpoint (named, and checked on every read, by the policy's reader)
 CKPT_KEYS = TRAINING_KEYS
+#: the counter holding the env step of the run's latest finished evaluation (None before the first; a file
+#: without it comes from a version that did not record it)
+EVALUATED = "evaluated_env_step"
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -59,6 +62,20 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     validate_checkpoint(ckpt, path, (*POLICY_KEYS, *CKPT_KEYS))
     ckpt["_path"] = str(path)
     return ckpt
+
+
+def final_evaluation_pending(ckpt: Mapping[str, Any], train: TrainConfig) -> bool:
+    """``ckpt`` is at the end of the run ``train`` plans (its planned env steps; in episode mode,
+    ``train.steps`` or more) but lacks the evaluation at its last step: the process stopped (SIGTERM,
+    Ctrl-C, a kill) after that ``last.pt`` and before the final evaluation ended. Resuming it runs
+    that evaluation and nothing else. False for a file that does not record its evaluations."""
+    counters = ckpt["counters"]
+    if EVALUATED not in counters:
+        return False
+    done, evaluated = int(counters["env_step"]), counters[EVALUATED]
+    planned = train.planned_env_steps()
+    at_end = done >= train.steps if planned is None else done == planned
+    return at_end and (evaluated is None or int(evaluated) < done)
 
 
 def save_checkpoint(path: Path, net: torch.nn.Module, scenario: ScenarioConfig, extra: Mapping[str, Any]) -> None:

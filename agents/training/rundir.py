@@ -8,6 +8,7 @@ A run owns its directory ``<logdir>/<run_name>``:
   ``train.run_name`` that is taken is refused;
 * every process of the run holds an exclusive lock on ``<run_dir>/.lock`` while it works, so two
   processes never train into one directory (a second ``--resume`` of a running run is refused);
+  the file is deleted when the process ends its work (:class:`RunLock`);
 * every checkpoint and ``config.yaml`` record the run's id (:data:`RUN_ID`); ``--resume`` continues
   in the checkpoint's directory only when that directory's ``config.yaml`` has the same id (the
   file sits in its own run), and adopts only a ``best.pt`` of the same id. A shipped or copied
@@ -93,31 +94,51 @@ def owns(ckpt: Mapping[str, Any], run_dir: Path) -> bool:
 
 
 class RunLock:
-    """An exclusive ``flock`` on ``<run_dir>/.lock`` for the life of the process (released when it
-    exits, however it exits); ConfigError if another process holds it."""
+    """An exclusive ``flock`` on ``<run_dir>/.lock`` while the process works; ConfigError if another
+    process holds it.
+
+    :meth:`release` deletes the file before it lets go of the lock, so a run that ends (normally,
+    by Ctrl-C or SIGTERM, or by an error) leaves none. A process killed outright leaves its file,
+    but the kernel drops its lock: the next process takes that file over. A lock taken on a file
+    that its holder deleted meanwhile is dropped and taken again on the file now at the path, so two
+    processes never both hold the run."""
 
     def __init__(self, run_dir: Path) -> None:
         import fcntl
 
         self.path = run_dir / LOCK_FILE
-        self._file: IO[str] | None = self.path.open("a+")
-        try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            self._file.close()
-            self._file = None
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise ConfigError(f"run directory {str(run_dir)!r} is in use by another training process; "
-                                  "wait for it to finish or stop it first") from None
-            raise
+        self._file: IO[str] | None = None
+        while self._file is None:
+            handle = self.path.open("a+")
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.close()
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise ConfigError(f"run directory {str(run_dir)!r} is in use by another training process; "
+                                      "wait for it to finish or stop it first") from None
+                raise
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._file = handle
+            else:  # its holder deleted it between our open and our lock
+                handle.close()
         self._file.seek(0)
         self._file.truncate()
         self._file.write(f"{os.getpid()}\n")
         self._file.flush()
 
     def release(self) -> None:
+        """Delete the lock file, then let go of the lock (closing the descriptor); no-op once released."""
         if self._file is not None:
-            self._file.close()  # closing the descriptor releases the lock
+            try:
+                self.path.unlink()  # while still locked: a process that opened this file retries on a new one
+            except OSError:  # gone with its directory (remove_unstarted), or left unlocked to be taken over
+                pass
+            self._file.close()
             self._file = None
 
 

@@ -35,7 +35,8 @@ class ResumableOnPolicyTrainer(OnPolicyTrainer):
     interval first (:meth:`~agents.training.config.TrainConfig.interval_plan`). Such a run also
     skips tianshou's evaluation at start-up, which would evaluate (and could select) weights at
     an env step an uninterrupted run never evaluates; a run starting on the grid keeps it (at
-    step 0, or the evaluation of an interval whose end was saved just before it). An update
+    step 0, or the evaluation of an interval whose end was saved just before it; with no epoch left,
+    the final evaluation a stopped run lacks, and nothing else). An update
     interrupted part-way is undone (:meth:`_update_step`).
     """
 
