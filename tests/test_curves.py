@@ -224,6 +224,6 @@ def test_bad_input_exits_2(tmp_path, capsys, runs, extra, message):
 
 
 def test_step_tick_labels_are_compact():
-    from agents.evaluation.curves import _steps_label
+    from agents.evaluation.curves import steps_label
 
-    assert [_steps_label(x) for x in (0, 500, 65536, 1_500_000, 8_000_000)] == ["0", "500", "65.54k", "1.5M", "8M"]
+    assert [steps_label(x) for x in (0, 500, 65536, 1_500_000, 8_000_000)] == ["0", "500", "65.54k", "1.5M", "8M"]

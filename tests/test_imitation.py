@@ -197,7 +197,7 @@ def test_train_cli_imitate_end_to_end(tmp_path: Path, capsys):
 
     ea = EventAccumulator(str(tmp_path / "imit"), size_guidance={"scalars": 0})
     ea.Reload()
-    assert {"imitation/actor_loss", "imitation/teacher_mean_jct"} <= set(ea.Tags()["scalars"])
+    assert {"warmstart/actor_loss", "warmstart/teacher_mean_jct"} <= set(ea.Tags()["scalars"])
 
 
 @pytest.mark.parametrize("teacher, message", [("nosuch", "unknown scheduler"), ("optimus", "non-preemptive")])

@@ -102,7 +102,7 @@ def test_smoke_run_tensorboard_scalars(smoke_run):
         "update/policy_loss", "update/value_loss", "update/entropy", "update/approx_kl", "update/clip_fraction",
         "update/explained_variance", "update/return_scale", "update/return_std", "training/returns_stat/mean", "test/mean_jct", "training/conflict_rate",
         "training/void_rate", "training/invalid_rate", "training/cpu_util", "training/gpu_util",
-        "system/env_steps_per_s", "training/collect_speed",
+        "usage/env_steps_per_s", "training/collect_speed",
     ]
     missing = [t for t in required if t not in sc]
     assert not missing, f"missing scalars {missing}; have {sorted(sc)}"

@@ -22,8 +22,12 @@ from agents.training import progress as progress_mod
 from agents.training import validation_baselines as vb
 from agents.training.logger import (
     BASELINES_RUN,
+    BEST_CHART,
+    CUSTOM_SCALARS_TAG,
     TAG_DESCRIPTIONS,
     TENSORBOARD_KEEP,
+    baseline_description,
+    baseline_run,
     custom_layout,
     scalar_tag,
     tag_description,
@@ -151,14 +155,16 @@ def test_every_scalar_the_run_writes_carries_its_description(tiny_run):
     run_dir = tiny_run.run_dir
     for scope, keys in TENSORBOARD_KEEP.items():
         assert all(TAG_DESCRIPTIONS.get(scalar_tag(scope, k)) for k in keys), scope
-    for path in (run_dir, run_dir / BASELINES_RUN):
+    runs = {run_dir: tag_description, **{run_dir / baseline_run(k): (lambda _, k=k: baseline_description(k))
+                                         for k in vb.VALIDATION_BASELINE_SPECS}}
+    for path, describe in runs.items():
         ea = _events(path)
         tags = ea.Tags()["scalars"]
-        assert tags
+        assert tags and set(ea.Tags()["tensors"]) <= {CUSTOM_SCALARS_TAG}, path  # no tensor copy of a point
         for tag in tags:
-            assert ea.SummaryMetadata(tag).summary_description == tag_description(tag) != "", tag
+            assert ea.SummaryMetadata(tag).summary_description == describe(tag) != "", tag
             steps = [e.step for e in ea.Scalars(tag)]
-            assert len(steps) == len(set(steps)), f"{tag}: the description's copy of a point must not be read twice"
+            assert len(steps) == len(set(steps)), f"{tag}: a point must be written once"
 
 
 def test_the_baselines_are_drawn_beside_the_validation_curve_with_the_results_pages_figures(tiny_run):
@@ -170,10 +176,11 @@ def test_the_baselines_are_drawn_beside_the_validation_curve_with_the_results_pa
     assert curve == [0, 40, 80]
     validation = read_validation(run_dir)
     means, _ = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation))
-    ea = _events(run_dir / BASELINES_RUN)
-    assert sorted(ea.Tags()["scalars"]) == sorted(f"baselines/{k}" for k in vb.VALIDATION_BASELINE_SPECS)
+    assert sorted(p.name for p in (run_dir / BASELINES_RUN).iterdir()) == sorted(vb.VALIDATION_BASELINE_SPECS)
     for label, mean in means.items():
-        points = [(e.step, e.value) for e in ea.Scalars(f"baselines/{label}")]
+        ea = _events(run_dir / baseline_run(label))
+        assert ea.Tags()["scalars"] == ["test/mean_jct"]  # drawn on the run's validation chart
+        points = [(e.step, e.value) for e in ea.Scalars("test/mean_jct")]
         assert [s for s, _ in points] == curve and all(v == pytest.approx(mean, rel=1e-6) for _, v in points)
     saved = json.loads((run_dir / vb.BASELINES_FILE).read_text())
     assert saved["seeds"] == validation.seeds and saved["mean_jct"] == pytest.approx(means)
@@ -186,12 +193,13 @@ def test_the_custom_layout_opens_with_validation_against_the_baselines(tiny_run)
     layout = layout_pb2.Layout()
     event = ea.Tensors("custom_scalars__config__")[0]
     layout.ParseFromString(event.tensor_proto.string_val[0])
-    first = layout.category[0].chart[0]
-    assert layout.category[0].title == "validation" and "baselines" in first.title
-    every_tag = set(_events(tiny_run.run_dir).Tags()["scalars"]) | set(_events(tiny_run.run_dir / BASELINES_RUN)
-                                                                      .Tags()["scalars"])
-    drawn = {t for t in every_tag if any(re.match(rx, t) for rx in first.multiline.tag)}
-    assert drawn == {"test/mean_jct", "test/best_mean_jct", *(f"baselines/{k}" for k in vb.VALIDATION_BASELINE_SPECS)}
+    first, second = layout.category[0].chart[:2]
+    assert layout.category[0].title == "validation" and "baselines" in first.title and second.title == BEST_CHART
+    every_tag = set(_events(tiny_run.run_dir).Tags()["scalars"])
+    drawn = [{t for t in every_tag if any(re.match(rx, t) for rx in chart.multiline.tag)} for chart in (first, second)]
+    assert drawn == [{"test/mean_jct"}, {"test/best_mean_jct"}]  # the current evaluation and the best apart
+    for label in vb.VALIDATION_BASELINE_SPECS:  # the baselines' runs write the first chart's tag
+        assert _events(tiny_run.run_dir / baseline_run(label)).Tags()["scalars"] == ["test/mean_jct"]
     for category in layout.category:  # every chart draws something the run wrote
         for chart in category.chart:
             assert any(re.match(rx, t) for rx in chart.multiline.tag for t in every_tag), chart.title
@@ -209,8 +217,10 @@ def test_a_resumed_run_reads_its_baselines_back(tiny_run, tmp_path, monkeypatch)
 
     monkeypatch.setattr(vb, "run_baselines", refuse)
     run_training(prepare_run(None, [], flags={"steps": 120}, resume=str(run_dir / LAST)))
-    steps = _steps(run_dir / BASELINES_RUN, "baselines/optimus")
-    assert steps == _steps(run_dir, "test/mean_jct") and steps[0] == 0 and steps[-1] == 120
+    steps = _steps(run_dir / baseline_run("optimus"), "test/mean_jct")
+    # over both processes each step once: the evaluation last.pt was saved after is not written again
+    assert steps == _steps(run_dir, "test/mean_jct") == [0, 40, 80, 120]
+    assert _steps(run_dir, "test/best_mean_jct") == [0, 40, 80, 120]
 
 
 def test_saved_baselines_are_reused_only_for_the_same_validation_workloads(tmp_path):
@@ -240,11 +250,10 @@ def test_without_baselines_nothing_runs_and_nothing_is_drawn(tmp_path, monkeypat
 def test_the_readme_lists_exactly_the_tags_a_run_writes(tiny_run):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## TensorBoard"):readme.index("## Results")]
-    listed = set(re.findall(r"`((?:test|training|update|system|imitation|baselines)/[^`*]+)`", section))
-    described = set(TAG_DESCRIPTIONS) | {f"baselines/{k}" for k in vb.VALIDATION_BASELINE_SPECS}
+    listed = set(re.findall(r"`((?:test|training|update|usage|warmstart)/[^`*]+)`", section))
+    described = set(TAG_DESCRIPTIONS)
     assert listed <= described, listed - described
-    written = set(_events(tiny_run.run_dir).Tags()["scalars"]) | set(
-        _events(tiny_run.run_dir / BASELINES_RUN).Tags()["scalars"])
+    written = set(_events(tiny_run.run_dir).Tags()["scalars"])
     assert written <= listed, written - listed
     assert described <= listed, described - listed  # GPU and warm-start tags too
 

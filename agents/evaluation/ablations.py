@@ -234,8 +234,13 @@ def curve_ylim(baselines: Sequence[float | None], last_means: Sequence[float]) -
 
 def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
                   baselines: Mapping[str, float | None], title: str = "Ablations") -> Path:
-    """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps."""
-    from .plots import colours, pyplot, save_figure
+    """One PNG: each variant's validation mean JCT (mean over seeds, min-max band) against env steps; the
+    recipe drawn thickest, an oracle baseline with the tables' mark."""
+    from matplotlib.ticker import FuncFormatter
+
+    from .curves import oracle_baselines, steps_label
+    from .plots import colours, pyplot, save_figure, scheduler_label
+    from .summary import ORACLE_MARK
 
     plt = pyplot()
     col = colours([*curves, *baselines])
@@ -252,19 +257,24 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
             continue
         values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
         mean = values.mean(axis=0)
-        ax.plot(steps, mean, color=col[variant], linewidth=2, label=f"{variant} ({len(seeds)} seeds)")
+        ax.plot(steps, mean, color=col[variant], linewidth=3.2 if variant == RECIPE else 1.8,
+                zorder=4 if variant == RECIPE else 2, label=f"{variant} ({len(seeds)} seeds)")
         last_means.append(float(mean[-1]))
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
+    oracle = oracle_baselines(list(baselines))
     for name, mean in baselines.items():
         if mean is not None:
-            ax.axhline(mean, color=col[name], linestyle="-.", linewidth=1.3, label=f"{name} ({mean:.2f})")
+            ax.axhline(mean, color=col[name], linestyle="-.", linewidth=1.3,
+                       label=f"{scheduler_label(name, oracle)} ({mean:.2f})")
     ylim = curve_ylim(list(baselines.values()), last_means)
     if ylim is not None:
         ax.set_ylim(*ylim)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: steps_label(x)))
     ax.set_xlabel("env steps")
     ax.set_ylabel("validation mean JCT" + (f" (axis cut at {ylim[1]:.2f})" if ylim is not None else ""))
     ax.set_title(f"{title} on {scenario}: mean over seeds, min-max band", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              title=f"{ORACLE_MARK} oracle: reads the true durations" if oracle else None, title_fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)

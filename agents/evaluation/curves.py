@@ -10,8 +10,9 @@ marker a size smaller than the one before, so coinciding best points all show), 
 per baseline and the ``bound`` (dashed black). The y-axis spans the baselines, the bound and the
 curves after their first :data:`EARLY_FRACTION` of env steps (:func:`value_range`), so the end of
 training, where runs and baselines are close, reads at a glance; an earlier point above it is drawn
-as a triangle on the top edge, its value in the run's legend entry. A JSON file beside the PNG holds
-the merged curve points and the baseline means.
+as a triangle on the top edge, its value in the run's legend entry. An oracle baseline carries the
+tables' mark (:func:`oracle_baselines`). A JSON file beside the PNG holds the merged curve points and
+the baseline means.
 
 Every horizontal line is the trainer's metric: the mean over the validation seeds of each
 seed's mean JCT (finished tasks), so lines and curves are comparable. A resumed run directory
@@ -32,8 +33,9 @@ import yaml
 from agents.training.validation_baselines import VALIDATION_BASELINES, finite_mean
 from envs.config import ConfigError, ScenarioConfig
 
-from .plots import BOUND_STYLE, colours, pyplot, save_figure
+from .plots import BOUND_STYLE, colours, pyplot, save_figure, scheduler_label
 from .runner import SchedulerSpec
+from .summary import ORACLE_MARK
 
 #: baselines drawn by default (``--schedulers`` replaces them): the validation baselines every run measures itself by
 DEFAULT_BASELINES = VALIDATION_BASELINES
@@ -267,7 +269,7 @@ def _seed_range(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
 
 
-def _steps_label(x: float) -> str:
+def steps_label(x: float) -> str:
     """A compact tick label for an env-step count: 500, 64k, 1.5M."""
     for div, unit in ((1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
@@ -295,6 +297,23 @@ def value_range(curves: Curves) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def oracle_baselines(names: Sequence[str]) -> list[str]:
+    """The baselines of ``names`` (scheduler specs, ``optimus:oracle=true``) that read the true durations, as
+    :attr:`~agents.evaluation.runner.SchedulerSpec.is_oracle` decides (a name that is no spec: not one)."""
+    from agents.baselines import uses_oracle
+    from agents.baselines.specs import parse_scheduler_spec
+
+    oracle = []
+    for name in names:
+        try:
+            baseline, options = parse_scheduler_spec(name)
+        except ConfigError:
+            continue
+        if uses_oracle(baseline, options):
+            oracle.append(name)
+    return oracle
+
+
 def best_marker_sizes(count: int) -> list[float]:
     """The best-point star of each run, largest first: a later run's star drawn on an earlier one stays inside it."""
     return [max(20.0 - 6.0 * k, 6.0) for k in range(count)]
@@ -315,7 +334,7 @@ def plot_curves(curves: Curves, path: Path) -> Path:
         above = [(s, x) for s, x in run.points if x > hi]
         off = "" if not above else f"; ▲ up to {max(x for _, x in above):.1f}"
         ax.plot(steps, values, color=col[run.name], linewidth=2.2, marker="o", markersize=3,
-                label=f"{run.name} (best {best:.2f} at {_steps_label(best_step)}{off})")
+                label=f"{run.name} (best {best:.2f} at {steps_label(best_step)}{off})")
         if above:
             ax.plot([s for s, _ in above], [hi] * len(above), marker="^", markersize=0.6 * size, color=col[run.name],
                     markeredgecolor="black", linestyle="none", clip_on=False, zorder=5 + k)
@@ -326,20 +345,23 @@ def plot_curves(curves: Curves, path: Path) -> Path:
     if any(x > hi for run in curves.runs for _, x in run.points):
         ax.plot([], [], marker="^", markersize=8, color="lightgrey", markeredgecolor="black", linestyle="none",
                 label="a point above the axis")
+    oracle = oracle_baselines(list(curves.baselines))
     for name, mean in curves.baselines.items():
         if mean is not None:
-            ax.axhline(mean, color=col[name], linewidth=1.5, linestyle="-.", label=f"{name} ({mean:.2f})")
+            ax.axhline(mean, color=col[name], linewidth=1.5, linestyle="-.",
+                       label=f"{scheduler_label(name, oracle)} ({mean:.2f})")
     if math.isfinite(curves.bound):
         ax.axhline(curves.bound, label=f"bound ({curves.bound:.2f})", **BOUND_STYLE)
     ax.set_ylim(lo, hi)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _steps_label(x)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: steps_label(x)))
     ax.set_xlabel("env steps")
     ax.set_ylabel("validation mean JCT (real steps)")
     k = len(v.seeds)
     ax.set_title(f"Learning curve: {v.scenario.name} ({v.scenario.mode}-task, N={v.scenario.num_clusters})\n"
                  f"{v.eval_scenario} scenario, validation seed{'s' if k > 1 else ''} {_seed_range(v.seeds)}",
                  fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              title=f"{ORACLE_MARK} oracle: reads the true durations" if oracle else None, title_fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, path)
 

@@ -33,7 +33,7 @@ import each name from the module that owns it. One module per job:
   evaluation envs replay the held-out workload seeds ``eval_seed + j``;
 * :mod:`.stats` -- collect statistics with the scheduling metrics, and the evaluation score
   ``-mean JCT`` (``best.pt`` is saved whenever the evaluation mean JCT improves on the best of the run);
-* :mod:`.monitor` -- machine utilisation for ``system/*`` (:class:`SystemMonitor`);
+* :mod:`.monitor` -- machine utilisation for ``usage/*`` (:class:`SystemMonitor`);
 * :mod:`.rng` -- seeding and the RNG states saved in checkpoints;
 * :mod:`.checkpoints` -- ``last.pt``/``best.pt``: reading, writing, restoring a run;
 * :mod:`.logger` -- TensorBoard scalars through a subclass of tianshou's ``TensorboardLogger``
@@ -41,7 +41,7 @@ import each name from the module that owns it. One module per job:
 * :mod:`.callbacks` -- :class:`TrainerCallbacks`, the state tianshou's trainer callbacks share:
   ``last.pt`` at the end of every epoch (tianshou's ``save_checkpoint_fn``) and every
   ``save_every`` env steps, ``best.pt``, one line ``step X: eval mean JCT Y (best Z at step S)``
-  per evaluation (tianshou's own ``test_reward`` line is off), ``system/*`` scalars (throughput,
+  per evaluation (tianshou's own ``test_reward`` line is off), ``usage/*`` scalars (throughput,
   CPU/GPU utilisation of the machine);
 * :mod:`.progress` -- what a run shows between its evaluation lines (a bar or a status line);
 * :mod:`.validation_baselines` -- the baselines measured once per run on its validation workloads;

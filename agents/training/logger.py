@@ -1,6 +1,8 @@
 """What a run writes to TensorBoard: which scalars (:data:`TENSORBOARD_KEEP` of tianshou's logger, counters
-resumed), what each means (:data:`TAG_DESCRIPTIONS`, stored with the tag by :class:`RunWriter`) and the
-custom-scalars layout whose first chart is the validation curve beside the baselines (:func:`custom_layout`).
+resumed), what each means (:data:`TAG_DESCRIPTIONS`, stored with the tag by :class:`RunWriter`), each point
+once (a resumed run never repeats a step, :func:`written_before`), the validation baselines as TensorBoard runs of
+their own drawn on the validation chart (:class:`BaselineScalars`) and the custom-scalars layout whose first
+charts are the validation curve beside the baselines and the best so far (:func:`custom_layout`).
 """
 
 from __future__ import annotations
@@ -10,16 +12,15 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tianshou.utils import TensorboardLogger
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import scalar
-
-from .validation_baselines import VALIDATION_BASELINE_SPECS
+from torch.utils.tensorboard.summary import custom_scalars, scalar
 
 #: the TensorBoard scalars tianshou's logger may write, per scope (everything else it logs --
 #: ``save/*``, ``info/*``, ``update/smoothed_loss/*`` copies, step counters, min/max/std
-#: statistics -- is dropped); ``system/*`` and ``test/best_mean_jct`` are written directly
+#: statistics -- is dropped); ``usage/*`` and ``test/best_mean_jct`` are written directly
 TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
     "training": (
         "returns_stat/mean", "mean_jct", "episode_length", "cpu_util", "gpu_util", "conflict_rate", "void_rate",
@@ -68,7 +69,8 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "test/returns_stat/mean": "Mean return of the validation episodes.",
     "test/mean_jct": "Validation mean JCT: the mean over the validation workloads (train.eval_seed + j, "
     "j < train.eval_episodes) of each workload's mean JCT, the policy acting by train.eval_action. best.pt "
-    "follows its lowest point; lower is better. Compare it with baselines/*, the same figure for the baselines.",
+    "follows its lowest point; lower is better. Each validation baseline draws the same figure on this chart, "
+    "as the run baselines/NAME.",
     "test/best_mean_jct": "The lowest validation mean JCT of the run so far: the one best.pt holds.",
     "test/episode_length": "Mean length in decisions of the validation episodes.",
     "test/cpu_util": "Mean CPU utilisation of the validation episodes.",
@@ -99,52 +101,87 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "update/active_fraction": "Share of (sample, agent) entries with a decision to learn from (not skipped).",
     "update/lr": "The learning rate of the update (train.lr, train.lr_schedule).",
     # the machine, one point per training step
-    "system/env_steps_per_s": "Training throughput: env steps per second from one training step's start to the "
+    "usage/env_steps_per_s": "Training throughput: env steps per second from one training step's start to the "
     "next (collection, update and any evaluation between them).",
-    "system/cpu_percent": "Machine-wide CPU utilisation (%) since the previous point.",
-    "system/process_cpu_percent": "This process's CPU utilisation (%) since the previous point (above 100 with "
+    "usage/cpu_percent": "Machine-wide CPU utilisation (%) since the previous point.",
+    "usage/process_cpu_percent": "This process's CPU utilisation (%) since the previous point (above 100 with "
     "several threads).",
-    "system/gpu_memory_gb": "Peak GPU memory torch allocated (GiB).",
-    "system/gpu_util_percent": "GPU utilisation (%).",
+    "usage/gpu_memory_gb": "Peak GPU memory torch allocated (GiB).",
+    "usage/gpu_util_percent": "GPU utilisation (%).",
     # the warm start (train.imitate), before the first update
-    "imitation/teacher_mean_jct": "Warm start: the teacher scheduler's mean JCT on the recorded training episodes.",
-    "imitation/played_mean_jct": "Warm start: the cloned policy's own mean JCT after each round (step = round).",
-    "imitation/actor_loss": "Warm start: behaviour cloning's actor loss at the end of each round (step = round).",
-    "imitation/critic_loss": "Warm start: behaviour cloning's critic loss at the end of each round (step = round).",
+    "warmstart/teacher_mean_jct": "Warm start: the teacher scheduler's mean JCT on the recorded training episodes.",
+    "warmstart/played_mean_jct": "Warm start: the cloned policy's own mean JCT after each round (step = round).",
+    "warmstart/actor_loss": "Warm start: behaviour cloning's actor loss at the end of each round (step = round).",
+    "warmstart/critic_loss": "Warm start: behaviour cloning's critic loss at the end of each round (step = round).",
 }
-#: the scope of the validation baselines' scalars (``baselines/optimus``)
-BASELINE_SCOPE = "baselines"
-#: the TensorBoard run (a folder of the run directory) the validation baselines are written to, so that
-#: TensorBoard draws them in a colour of their own beside the run's curve
+#: the folder of the run directory holding the validation baselines: each baseline is the TensorBoard run
+#: ``baselines/<label>`` and writes its mean under the validation tag, so TensorBoard draws it on the run's
+#: validation chart, in a colour of its own
 BASELINES_RUN = "baselines"
+#: the tag of the best validation mean JCT so far (written by the trainer callbacks at each evaluation)
+BEST_MEAN_JCT_TAG = "test/best_mean_jct"
+#: the title of the custom layout's chart of the best validation mean JCT so far (a chart of its own)
+BEST_CHART = "best validation mean JCT so far: the one best.pt holds"
+#: the tag under which ``SummaryWriter.add_custom_scalars`` stores the layout
+CUSTOM_SCALARS_TAG = "custom_scalars__config__"
 
 
-def baseline_tag(label: str) -> str:
-    """The TensorBoard tag of a validation baseline (``baselines/optimus:preemptive=false``)."""
-    return scalar_tag(BASELINE_SCOPE, label)
+def baseline_run(label: str) -> str:
+    """The TensorBoard run (a folder of the run directory) of the validation baseline ``label``."""
+    return f"{BASELINES_RUN}/{label}"
+
+
+def baseline_description(label: str) -> str:
+    """What the validation tag means in the run of the baseline ``label``."""
+    return (f"The baseline {label} on the run's validation workloads: the mean over them of each workload's "
+            "mean JCT, the figure test/mean_jct is for the policy; computed once per run, a flat line with a "
+            "point at each evaluation.")
 
 
 def tag_description(tag: str) -> str | None:
-    """What the scalar ``tag`` means (None: a tag the run does not write)."""
-    if tag in TAG_DESCRIPTIONS:
-        return TAG_DESCRIPTIONS[tag]
-    label = tag.removeprefix(f"{BASELINE_SCOPE}/")
-    if label != tag and label in VALIDATION_BASELINE_SPECS:
-        return (f"The baseline {label} on the run's validation workloads: the mean over them of each workload's "
-                "mean JCT, as test/mean_jct; computed once per run, drawn flat at each evaluation.")
-    return None
+    """What the scalar ``tag`` of the run means (None: a tag the run does not write)."""
+    return TAG_DESCRIPTIONS.get(tag)
+
+
+def written_before(log_dir: str | Path) -> tuple[dict[str, int], set[bytes]]:
+    """What the event files already in ``log_dir`` hold (a resumed run's earlier processes; a new run directory
+    has none): the last step of every tag, and the custom-scalars layouts (serialised)."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+
+    last: dict[str, int] = {}
+    layouts: set[bytes] = set()
+    for path in sorted(Path(log_dir).glob("*tfevents*")):
+        if not path.is_file():
+            continue
+        for record in RawEventFileLoader(str(path)).Load():
+            event = event_pb2.Event.FromString(record)
+            for value in event.summary.value:
+                if value.tag == CUSTOM_SCALARS_TAG:
+                    layouts.update(bytes(v) for v in value.tensor.string_val)
+                else:
+                    last[value.tag] = max(last.get(value.tag, event.step), event.step)
+    return last, layouts
+
+
+def validation_chart(baselines: Iterable[str]) -> str:
+    """The title of the custom layout's first chart: the validation mean JCT at each evaluation, with the
+    ``baselines`` (labels) it is drawn with."""
+    labels = list(baselines)
+    return "validation mean JCT at each evaluation" + (f" vs the baselines {', '.join(labels)}" if labels else "") \
+        + " (lower is better)"
 
 
 def custom_layout(baselines: Iterable[str]) -> dict[str, dict[str, list]]:
-    """The custom-scalars layout (``SummaryWriter.add_custom_scalars``): first the validation mean JCT beside the
-    ``baselines`` (labels) and the best so far, then the training episodes, PPO's health and the machine."""
-    exact = [re.escape(t) + "$" for t in (EVAL_MEAN_JCT_TAG, "test/best_mean_jct", *map(baseline_tag, baselines))]
+    """The custom-scalars layout (``SummaryWriter.add_custom_scalars``): first the validation mean JCT at each
+    evaluation, drawn with the ``baselines`` (labels; their runs write the same tag), then the best so far on a
+    chart of its own (:data:`BEST_CHART`), then the training episodes, PPO's health and the machine."""
 
     def tags(*names: str) -> list[str]:
         return [re.escape(n) + "$" for n in names]
 
     return {
-        "validation": {"validation mean JCT vs baselines (lower is better)": ["Multiline", exact]},
+        "validation": {validation_chart(baselines): ["Multiline", tags(EVAL_MEAN_JCT_TAG)],
+                       BEST_CHART: ["Multiline", tags(BEST_MEAN_JCT_TAG)]},
         "training episodes": {
             "mean JCT of the training episodes (ended; in progress, so far)": [
                 "Multiline", tags("training/mean_jct", "training/running_mean_jct")],
@@ -156,60 +193,76 @@ def custom_layout(baselines: Iterable[str]) -> dict[str, dict[str, list]]:
             "explained variance": ["Multiline", tags("update/explained_variance")],
             "return scale vs this update's return std": ["Multiline", tags("update/return_scale", "update/return_std")],
         },
-        "machine": {"env steps per second": ["Multiline", tags("system/env_steps_per_s")]},
+        "machine": {"env steps per second": ["Multiline", tags("usage/env_steps_per_s")]},
     }
 
 
 class RunWriter(SummaryWriter):
-    """The run's TensorBoard writer: every scalar tag's description (:func:`tag_description`) is stored once,
-    with the tag's first point.
+    """The run's TensorBoard writer: each point is written once, the tag's first one carrying its
+    description, and a tag's step never repeats or goes back.
 
-    TensorBoard takes a tag's metadata (its description) from the tag's first summary, and its default
-    (fast) loader keeps it only from a new-style (tensor) scalar. So the first point of a tag is written
-    twice at the same step: a new-style copy carrying the description, then the plain (``simple_value``)
-    point every point is. TensorBoard's loader keeps one point per step; readers of plain scalars
-    (``EventAccumulator.Scalars``) see only the plain points.
+    The description (``descriptions`` by tag, else :func:`tag_description`) rides as the metadata of the
+    tag's first plain (``simple_value``) point, marked as a scalar of the scalars plugin, which both
+    TensorBoard loaders and ``EventAccumulator.SummaryMetadata`` read. A point at or before the last step
+    its tag has in this directory -- this process's points, or on a resume the earlier processes' event
+    files (:func:`written_before`), such as the evaluation ``last.pt`` was saved after, which the trainer
+    repeats -- is not written; the custom-scalars layout is written only when the directory lacks it.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._described: set[str] = set()
+    def __init__(self, log_dir: str, descriptions: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        # read before this process's own event file exists
+        self._last, self._layouts = written_before(log_dir) if Path(log_dir).is_dir() else ({}, set())
+        super().__init__(log_dir=log_dir, **kwargs)
+        self._descriptions = dict(descriptions or {})
+        self._described: set[str] = set(self._last)  # an earlier process stored their descriptions
+
+    def add_custom_scalars(self, layout: dict[str, dict[str, list]]) -> None:
+        """Store ``layout`` unless this directory holds the same one already."""
+        summary = custom_scalars(layout)
+        serialised = bytes(summary.value[0].tensor.string_val[0])
+        if serialised not in self._layouts:
+            self._layouts.add(serialised)
+            self._get_file_writer().add_summary(summary)
 
     def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None, walltime: float | None = None,
                    new_style: bool = False, double_precision: bool = False) -> None:
-        description = None if tag in self._described else tag_description(tag)
-        if description is not None:
-            self._described.add(tag)
-            summary = scalar(tag, scalar_value, new_style=True)
-            summary.value[0].metadata.CopyFrom(scalar_metadata.create_summary_metadata(display_name=tag,
-                                                                                       description=description))
-            self._get_file_writer().add_summary(summary, global_step, walltime)
-        super().add_scalar(tag, scalar_value, global_step, walltime, new_style, double_precision)
+        step = 0 if global_step is None else int(global_step)
+        if tag in self._last and step <= self._last[tag]:
+            return
+        self._last[tag] = step
+        description = None if tag in self._described else self._descriptions.get(tag) or tag_description(tag)
+        if description is None:
+            super().add_scalar(tag, scalar_value, global_step, walltime, new_style, double_precision)
+            return
+        self._described.add(tag)
+        summary = scalar(tag, scalar_value)
+        metadata = scalar_metadata.create_summary_metadata(display_name=tag, description=description)
+        metadata.data_class = summary_pb2.DATA_CLASS_SCALAR  # TensorBoard's fast loader keeps it as given
+        summary.value[0].metadata.CopyFrom(metadata)
+        self._get_file_writer().add_summary(summary, global_step, walltime)
 
 
 class BaselineScalars:
-    """The validation baselines' mean JCTs (label -> mean) as flat ``baselines/<label>`` lines, written to
-    the run's TensorBoard sub-run :data:`BASELINES_RUN` (nothing when there is no finite mean)."""
+    """The validation baselines' mean JCTs (label -> mean) as flat lines: each baseline with a finite mean
+    writes :data:`EVAL_MEAN_JCT_TAG` in its own TensorBoard run, :func:`baseline_run` of the run directory."""
 
     def __init__(self, run_dir: Path, means: Mapping[str, float | None]) -> None:
         self.means = dict(means)
-        self._writer = RunWriter(log_dir=str(run_dir / BASELINES_RUN)) if any(
-            v is not None for v in self.means.values()) else None
-        self._step: int | None = None  # the env step last written at
+        self._writers = {
+            label: RunWriter(log_dir=str(run_dir / baseline_run(label)),
+                             descriptions={EVAL_MEAN_JCT_TAG: baseline_description(label)})
+            for label, mean in self.means.items() if mean is not None
+        }
 
     def write(self, env_step: int) -> None:
-        """One point of every baseline at ``env_step`` (once per step)."""
-        if self._writer is None or env_step == self._step:
-            return
-        self._step = env_step
-        for label, mean in self.means.items():
-            if mean is not None:
-                self._writer.add_scalar(baseline_tag(label), mean, env_step)
-        self._writer.flush()
+        """One point of every baseline at ``env_step`` (a step already written is not written again)."""
+        for label, writer in self._writers.items():
+            writer.add_scalar(EVAL_MEAN_JCT_TAG, self.means[label], env_step)
+            writer.flush()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        for writer in self._writers.values():
+            writer.close()
 
 
 def scalar_tag(scope: str, key: str) -> str:

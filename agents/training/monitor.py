@@ -1,4 +1,4 @@
-"""Machine utilisation sampled for the ``system/*`` TensorBoard scalars."""
+"""Machine utilisation sampled for the ``usage/*`` TensorBoard scalars."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class SystemMonitor:
-    """Machine utilisation for ``system/*`` scalars (best effort, never raises).
+    """Machine utilisation for ``usage/*`` scalars (best effort, never raises).
 
     One per run (:class:`~agents.training.callbacks.TrainerCallbacks`); CPU percentages cover the time
     since the previous :meth:`sample` (machine-wide and this process, the latter can exceed 100

@@ -36,13 +36,13 @@ def warm_start(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) ->
 
 
 def log_warm_start(writer: SummaryWriter, result: WarmStartResult) -> None:
-    """The warm start's per-round losses and JCTs as TensorBoard scalars (``imitation/...``)."""
-    writer.add_scalar("imitation/teacher_mean_jct", result.teacher_mean_jct, 0)
+    """The warm start's per-round losses and JCTs as TensorBoard scalars (``warmstart/...``)."""
+    writer.add_scalar("warmstart/teacher_mean_jct", result.teacher_mean_jct, 0)
     for i, (jct, fit) in enumerate(zip(result.played_mean_jct, result.clones)):
-        writer.add_scalar("imitation/played_mean_jct", jct, i)
+        writer.add_scalar("warmstart/played_mean_jct", jct, i)
         if fit.actor_loss:
-            writer.add_scalar("imitation/actor_loss", fit.actor_loss[-1], i)
-            writer.add_scalar("imitation/critic_loss", fit.critic_loss[-1], i)
+            writer.add_scalar("warmstart/actor_loss", fit.actor_loss[-1], i)
+            writer.add_scalar("warmstart/critic_loss", fit.critic_loss[-1], i)
 
 
 def init_from_checkpoint(spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module) -> str:
