@@ -3,7 +3,7 @@
 
     python benchmarks/reproduce.py --config synthetic-3 --seeds 3 [--first-seed 0] [--device auto|cpu|cuda]
         [--parallel P] [--runs runs/reproduce] [--out docs/results] [--workers 2] [--heldout 30]
-        [--ship checkpoints] [--index-only]
+        [--ship checkpoints] [--restart] [--train-only] [--index-only]
 
 Each seed ``s`` is ``python train.py --config <scenario> --seed s`` (the recipe in
 ``configs/<scenario>.yaml``, nothing else), in ``<runs>/<scenario>/s<s>/``, started as its own
@@ -11,15 +11,21 @@ process with its output in ``<runs>/<scenario>/s<s>.log``; ``--parallel P`` runs
 the trainers also get the machine settings ``train.torch_threads`` and ``train.shards`` (the cores
 shared out between the P runs: the same update, faster); they do not change the recipe. A seed
 whose run finished (``result.json`` says so) is not trained again; one that stopped is resumed from
-its ``last.pt``. Then every seed's ``best.pt`` (chosen by the run on its validation workloads) and
-every baseline run on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
-``--heldout`` of them; fixed in code, only reported), and ``<out>/<scenario>.{csv,json,md,png}``
-and ``<out>/README.md`` are written (:mod:`agents.evaluation.results`). The page also says where
-the time goes, from the same episodes, and what lost Bayes claims cost: the first seed's weights
-run once more with conflicts resolved without a loss (:mod:`agents.evaluation.diagnosis`).
+its ``last.pt``. As soon as a seed's run has finished, its ``best.pt`` (chosen by the run on its
+validation workloads) runs on the held-out workloads (:func:`agents.evaluation.results.report_seeds`,
+``--heldout`` of them; fixed in code, only reported) and what the page takes from that seed is
+stored in ``<out>/seeds/<scenario>/s<s>.json`` (:mod:`agents.evaluation.seed_store`), with the
+recipe it trained. A stored seed is neither trained nor evaluated again, so the page can be written
+over more seeds on a machine without the earlier run directories; a stored seed of another recipe
+(its stored recipe differs from what the command resolves to now) is refused, naming the keys, and
+``--restart`` deletes the scenario's stored seeds first. Then every baseline runs on the same
+held-out workloads, and ``<out>/<scenario>.{csv,json,md,png}`` and ``<out>/README.md`` are written
+(:mod:`agents.evaluation.results`). The page also says where the time goes, from the same episodes,
+and what lost Bayes claims cost: the first seed's weights run once more with conflicts resolved
+without a loss (:mod:`agents.evaluation.diagnosis`; every seed file holds its own such run).
 ``--ship DIR`` copies seed 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after
-training (seeds trained on several machines are then evaluated together by a run that finds them
-finished); ``--index-only`` rewrites every ``<scenario>.md`` and ``README.md`` from the JSON files
+training, evaluating and storing nothing (seeds trained on several machines are then evaluated by a
+run that finds them finished); ``--index-only`` rewrites every ``<scenario>.md`` and ``README.md`` from the JSON files
 already there (with ``--ship DIR`` also ``DIR/README.md``). Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
@@ -29,7 +35,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -58,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-only", action="store_true",
                    help="train (or resume) the seeds and stop: no evaluation, no files written")
     p.add_argument("--index-only", action="store_true", help="only rewrite the pages and <out>/README.md from the JSON files")
+    p.add_argument("--restart", action="store_true",
+                   help="delete the scenario's stored seeds (<out>/seeds/<scenario>/) first: every seed is evaluated "
+                        "again, and trained again where its run directory holds no finished run")
     return p
 
 
@@ -89,28 +98,91 @@ def recipe_command(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-def run(args: argparse.Namespace) -> int:
-    import json
+def recipe_validation(spec: Any) -> Any:
+    """The validation workloads of the resolved recipe ``spec``, as
+    :func:`~agents.evaluation.curves.read_validation` reads them from one of its run directories."""
+    from agents.evaluation.curves import Validation
+    from agents.training.envs import evaluation_scenario
 
-    from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, read_curve, read_validation
-    from agents.evaluation.diagnosis import conflict_counterfactual, diagnose
+    train = spec.train
+    return Validation(evaluation_scenario(spec.scenario, train),
+                      [train.eval_seed + j for j in range(train.eval_episodes)], train.eval_scenario)
+
+
+def load_stored(args: argparse.Namespace, out: Path, scenario: str, runs: dict[int, Any],
+                heldout: list[int]) -> dict[int, dict[str, Any]]:
+    """The stored seeds of ``runs`` (seed -> seed file) whose files hold this command's held-out
+    workloads. Every seed file of the scenario must hold a seed of the recipe the command resolves to
+    now (:class:`ConfigError` naming the keys). A seed stored on other held-out workloads is evaluated
+    again from its finished run, or refused without one."""
+    from agents.evaluation.seed_runs import SeedRun, finished, resolve_recipe
+    from agents.evaluation.seed_store import check_recipe, read_seed, stored_seeds
+    from envs.config import ConfigError
+
+    stored = {}
+    for seed, path in stored_seeds(out, scenario).items():
+        doc = read_seed(path)
+        check_recipe(path, doc, resolve_recipe(SeedRun(f"seed {seed}", args.config, seed, Path(args.runs))))
+        if seed not in runs:
+            continue
+        have = doc["heldout"]["seeds"]
+        if have == heldout:
+            stored[seed] = doc
+        elif not finished(runs[seed].run_dir):
+            raise ConfigError(f"{path} was evaluated on {len(have)} held-out workloads, not {len(heldout)}, and "
+                              f"{runs[seed].run_dir} holds no finished run to evaluate again: give --heldout "
+                              f"{len(have)}, or --restart to train the seeds again")
+    return stored
+
+
+def check_ship(args: argparse.Namespace, runs: dict[int, Any], stored: dict[int, dict[str, Any]]) -> None:
+    """``--ship`` copies seed 0's ``best.pt``: :class:`ConfigError` without seed 0, or when seed 0 is
+    stored and its run directory lacks the very ``best.pt`` it was evaluated with."""
+    from agents.evaluation.results import file_sha256
+    from agents.training.checkpoints import BEST
+    from envs.config import ConfigError
+
+    if not args.ship:
+        return
+    if 0 not in runs:
+        raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
+    if 0 in stored:
+        best = runs[0].run_dir / BEST
+        if not best.is_file():
+            raise ConfigError(f"--ship copies seed 0's best.pt, and {best} is gone (seed 0's results are stored "
+                              "without its weights): ship from the machine that trained it, or leave out --ship")
+        if file_sha256(best) != stored[0]["best_sha256"]:
+            raise ConfigError(f"--ship: {best} is not the best.pt stored seed 0 was evaluated with; "
+                              "rerun with --restart to evaluate it again, or leave out --ship")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves
     from agents.evaluation.results import (
         RecipeResults,
         baseline_table,
         evaluate_seeds,
-        file_sha256,
         mean_bound,
         over_seeds,
         report_seeds,
-        seed_name,
         seed_row,
         steps_to_beat,
         validation_rival,
         write_scenario_results,
     )
     from agents.evaluation.runner import default_workers, resolve_schedulers
-    from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
-    from agents.training.checkpoints import BEST, RESULT_FILE
+    from agents.evaluation.seed_runs import SeedRun, machine_device, recipe_fingerprint, resolve_recipe, train_runs
+    from agents.evaluation.seed_store import (
+        evaluate_seed,
+        heldout_means,
+        seed_dir,
+        seed_path,
+        stored_counterfactual,
+        stored_curve,
+        stored_diagnosis,
+        write_seed,
+    )
+    from agents.training.checkpoints import BEST
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
@@ -133,60 +205,76 @@ def run(args: argparse.Namespace) -> int:
     spec = prepare_run(args.config)  # the recipe, resolved (bad YAML: ConfigError before anything runs)
     scenario = spec.scenario.name
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    runs = {s: Path(args.runs) / scenario / f"s{s}" for s in seeds}
-    failed = train_runs([SeedRun(f"seed {s}", args.config, s, d) for s, d in runs.items()], device, args.parallel,
-                        args.threads)
+    runs = {s: SeedRun(f"seed {s}", args.config, s, Path(args.runs) / scenario / f"s{s}") for s in seeds}
+    if args.restart and seed_dir(out, scenario).is_dir():
+        shutil.rmtree(seed_dir(out, scenario))
+        print(f"--restart: deleted the stored seeds of {scenario} ({seed_dir(out, scenario)})", flush=True)
+    stored = load_stored(args, out, scenario, runs, heldout)
+    check_ship(args, runs, stored)
+    for s in stored:
+        print(f"seed {s}: finished run stored in {seed_path(out, scenario, s)}; not trained or evaluated again",
+              flush=True)
+
+    # each seed evaluated on the held-out workloads, and stored, as soon as its run has finished
+    cfg = spec.scenario.for_evaluation()
+    workers = args.workers or default_workers()
+
+    def evaluate(run_: SeedRun) -> None:
+        print(f"{run_.label}: evaluating its {BEST} on {len(heldout)} held-out workloads", flush=True)
+        doc = evaluate_seed(scenario, cfg, run_.seed, run_.run_dir, heldout,
+                            recipe_fingerprint(resolve_recipe(run_)), workers=workers)
+        stored[run_.seed] = doc
+        print(f"{run_.label}: wrote {write_seed(seed_path(out, scenario, run_.seed), doc)}", flush=True)
+
+    failed = train_runs([runs[s] for s in seeds if s not in stored], device, args.parallel, args.threads,
+                        on_finished=None if args.train_only else evaluate)
     if failed:
-        print(f"reproduce.py: training failed for {', '.join(r.label for r in failed)}; nothing evaluated",
-              file=sys.stderr)
+        print(f"reproduce.py: training failed for {', '.join(r.label for r in failed)}; the seeds that finished "
+              f"are stored in {seed_dir(out, scenario)}, no page written", file=sys.stderr)
         return 1
     if args.train_only:
         return 0
 
-    # held out: every baseline and every seed's best.pt on the same workloads
-    cfg = spec.scenario.for_evaluation()
-    workers = args.workers or default_workers()
+    # held out: every baseline on the same workloads as the stored seeds
     baselines = resolve_schedulers("all", (), cfg)
-    print(f"evaluating {len(seeds)} seed(s) and {len(baselines)} baselines on {len(heldout)} held-out workloads "
-          f"{heldout[0]}..{heldout[-1]}", flush=True)
-    run_ = evaluate_seeds(cfg, {s: runs[s] / BEST for s in seeds}, baselines, heldout, workers=workers)
+    print(f"evaluating {len(baselines)} baselines on {len(heldout)} held-out workloads {heldout[0]}..{heldout[-1]}",
+          flush=True)
+    run_ = evaluate_seeds(cfg, {}, baselines, heldout, workers=workers)
+    means = {s: heldout_means(stored[s]) for s in seeds}
 
     # validation: the curves and the baselines on the workloads that chose best.pt
-    validation = read_validation(runs[seeds[0]])
-    curves = [read_curve(runs[s], f"seed {s}") for s in seeds]
+    validation = recipe_validation(spec)
+    curves = [stored_curve(stored[s]) for s in seeds]
     vmeans, vbound = baseline_means(validation, baseline_specs(VALIDATION_BASELINES, validation), workers=workers)
     rival = validation_rival(vmeans)  # the best validation baseline: the sample-efficiency figure counts to it
     rows = []
     for s, curve in zip(seeds, curves):
-        training = json.loads((runs[s] / RESULT_FILE).read_text())
         beat = steps_to_beat(curve.points, rival[1] if rival else None)
-        rows.append(seed_row(run_, s, training, {"best": curve.best[1], "steps_to_beat": beat}))
-    # where the time goes, from the same held-out episodes; what lost claims cost, seed 0's weights again
-    summary = over_seeds(run_, seeds)
+        rows.append(seed_row(run_, s, stored[s]["training"], {"best": curve.best[1], "steps_to_beat": beat},
+                             means[s]))
+    # where the time goes, from the same held-out episodes; what lost claims cost, the first seed's weights again
+    summary = over_seeds(run_, seeds, means)
     rival_heldout = summary["best_non_oracle"]
     diagnosis, counterfactual = {}, None
     if rival_heldout:
-        diagnosis = diagnose(run_, [seed_name(s) for s in seeds], rival_heldout)
-        print(f"measuring the conflict counterfactual: {seed_name(seeds[0])} under the other conflict mode on the "
-              "held-out workloads", flush=True)
-        counterfactual = conflict_counterfactual(run_, seed_name(seeds[0]), rival_heldout, workers=workers)
+        diagnosis = stored_diagnosis([stored[s] for s in seeds], run_, rival_heldout)
+        counterfactual = stored_counterfactual(stored[seeds[0]], run_, rival_heldout)
     results = RecipeResults(
         scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
         validation_baselines=vmeans, validation_rival=rival[0] if rival else None, over_seeds=summary,
         recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
-        seed0_sha256=file_sha256(runs[0] / BEST) if 0 in runs else None,
+        seed0_sha256=stored[0]["best_sha256"] if 0 in stored else None,
         diagnosis=diagnosis, conflict_counterfactual=counterfactual,
     )
     paths = write_scenario_results(out, results)
     png = plot_curves(Curves(validation, curves, vmeans, vbound), out / f"{scenario}.png")
     if args.ship:
-        if 0 not in runs:
-            raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
+        source = runs[0].run_dir / BEST
         target = Path(args.ship) / f"{scenario}.pt"
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(runs[0] / BEST, target)
-        print(f"shipped {runs[0] / BEST} as {target}", flush=True)
+        shutil.copyfile(source, target)
+        print(f"shipped {source} as {target}", flush=True)
     for p in (*paths, png, *write_indexes(out, Path(args.ship) if args.ship else None)):
         print(f"wrote {p}", flush=True)
     print((out / f"{scenario}.md").read_text())

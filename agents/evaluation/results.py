@@ -181,13 +181,15 @@ def policy_verdict(run: EvaluationRun, name: str, policy_means: np.ndarray | Non
     return {"target": target, "paired": paired, "stats": stats}
 
 
-def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validation: Mapping[str, Any]) -> SeedRow:
+def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validation: Mapping[str, Any],
+             means: np.ndarray | None = None) -> SeedRow:
     """The CSV row of training seed ``seed``: its run's ``result.json`` (``training``), its
-    validation curve summary (``validation``) and its held-out comparison in ``run``."""
+    validation curve summary (``validation``) and its held-out comparison in ``run``, from its
+    per-workload mean JCTs there or, given, ``means`` (stored, :mod:`.seed_store`)."""
     name = seed_name(seed)
-    verdict = policy_verdict(run, name)
+    means = per_seed_means(run.results[name]) if means is None else means
+    verdict = policy_verdict(run, name, means)
     target, paired, stats = verdict["target"], verdict["paired"], verdict["stats"]
-    means = per_seed_means(run.results[name])
     finite = means[np.isfinite(means)]
     ci = None
     if finite.size > 1:
@@ -222,10 +224,12 @@ def seed_row(run: EvaluationRun, seed: int, training: Mapping[str, Any], validat
     )
 
 
-def over_seeds(run: EvaluationRun, seeds: Sequence[int]) -> dict[str, Any]:
+def over_seeds(run: EvaluationRun, seeds: Sequence[int], means: Mapping[int, np.ndarray] | None = None) -> dict[str, Any]:
     """The recipe over its training seeds: mean and sd of the seeds' held-out mean JCTs, and the
-    paired comparison of the per-workload mean over seeds with the best baselines."""
-    per_seed = np.array([per_seed_means(run.results[seed_name(s)]) for s in seeds])  # (seeds, workloads)
+    paired comparison of the per-workload mean over seeds with the best baselines (each seed's
+    per-workload means from ``run`` or, given, ``means``, by seed)."""
+    per_seed = np.array([per_seed_means(run.results[seed_name(s)]) if means is None else means[s]
+                         for s in seeds])  # (seeds, workloads)
     jcts = np.nanmean(per_seed, axis=1)
     mean = float(np.mean(jcts))
     sd = float(np.std(jcts, ddof=1)) if len(jcts) > 1 else None

@@ -9,7 +9,8 @@ into its own run directory, with its output in ``<run_dir>.log`` beside it. A ru
 threads and row shards, the same update), never a recipe change. A run directory that holds a
 run of another recipe (:func:`recipe_differences`) is refused before anything trains: a finished
 run is reused, and a stopped one resumed, only when its saved config is what its command
-resolves to now.
+resolves to now. :func:`recipe_fingerprint` is that comparison's side of a resolved recipe, stored
+with a seed's results (:mod:`.seed_store`) and compared the same way (:func:`fingerprint_differences`).
 """
 
 from __future__ import annotations
@@ -101,16 +102,57 @@ def finished(run_dir: Path) -> bool:
         return False
 
 
-def recipe_differences(run: SeedRun) -> list[str]:
-    """``section.key: run X, recipe Y`` for every scenario, policy or train value (other than the
-    :data:`PLACE_KEYS`) in which ``run.run_dir``'s saved config differs from what ``run``'s command
-    resolves to now; empty when they agree or nothing is saved there. A key the saved config lacks
-    (added to the code after the run) agrees when the recipe keeps its default."""
+def recipe_fingerprint(spec: Any) -> dict[str, dict[str, Any]]:
+    """What a resolved run (:class:`~agents.training.run_spec.RunSpec`) learns from: its scenario, policy
+    and train sections as plain YAML values (lists, not tuples), the train :data:`PLACE_KEYS` left out."""
+    import yaml
+
+    out = {}
+    for section, cfg in (("scenario", spec.scenario), ("policy", spec.policy), ("train", spec.train)):
+        values = yaml.safe_load(yaml.safe_dump(cfg.to_dict()))
+        out[section] = {k: v for k, v in values.items() if not (section == "train" and k in PLACE_KEYS)}
+    return out
+
+
+def fingerprint_differences(saved: Any, spec: Any, what: str = "run") -> list[str]:
+    """``section.key: <what> X, recipe Y`` for every scenario, policy or train value (other than the
+    :data:`PLACE_KEYS`) in which ``saved`` (a saved config or a stored :func:`recipe_fingerprint`)
+    differs from the resolved ``spec``. A key ``saved`` lacks (added to the code after it was saved)
+    agrees when the recipe keeps its default."""
     import dataclasses
 
     import yaml
 
+    saved = saved if isinstance(saved, dict) else {}
+    configs = {"scenario": spec.scenario, "policy": spec.policy, "train": spec.train}
+    out = []
+    for section, expected in recipe_fingerprint(spec).items():
+        have = saved.get(section)
+        have = have if isinstance(have, dict) else {}
+        cfg = configs[section]
+        defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
+        for key, value in expected.items():
+            if key not in have:
+                if key in defaults and yaml.safe_load(yaml.safe_dump(defaults[key])) == value:
+                    continue
+                out.append(f"{section}.{key}: {what} (not saved), recipe {value!r}")
+            elif have[key] != value:
+                out.append(f"{section}.{key}: {what} {have[key]!r}, recipe {value!r}")
+    return out
+
+
+def resolve_recipe(run: SeedRun) -> Any:
+    """The :class:`~agents.training.run_spec.RunSpec` that ``run``'s command resolves to now."""
     from agents.training.prepare import prepare_run
+
+    return prepare_run(run.config, list(run.overrides), flags={"seed": run.seed})
+
+
+def recipe_differences(run: SeedRun) -> list[str]:
+    """:func:`fingerprint_differences` of ``run.run_dir``'s saved config against what ``run``'s
+    command resolves to now; empty when they agree or nothing is saved there."""
+    import yaml
+
     from envs.config import ConfigError
 
     path = run.run_dir / CONFIG_FILE
@@ -120,24 +162,12 @@ def recipe_differences(run: SeedRun) -> list[str]:
         saved = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not readable YAML ({exc})") from None
-    spec = prepare_run(run.config, list(run.overrides), flags={"seed": run.seed})
-    configs = {"scenario": spec.scenario, "policy": spec.policy, "train": spec.train}
-    out = []
-    for section, cfg in configs.items():
-        expected = yaml.safe_load(yaml.safe_dump(cfg.to_dict()))  # the saved file's types (lists, not tuples)
-        have = saved.get(section) if isinstance(saved, dict) else None
-        have = have if isinstance(have, dict) else {}
-        defaults = {f.name: f.default for f in dataclasses.fields(cfg) if f.default is not dataclasses.MISSING}
-        for key, value in expected.items():
-            if section == "train" and key in PLACE_KEYS:
-                continue
-            if key not in have:
-                if key in defaults and yaml.safe_load(yaml.safe_dump(defaults[key])) == value:
-                    continue
-                out.append(f"{section}.{key}: run (not saved), recipe {value!r}")
-            elif have[key] != value:
-                out.append(f"{section}.{key}: run {have[key]!r}, recipe {value!r}")
-    return out
+    return fingerprint_differences(saved, resolve_recipe(run))
+
+
+def shown_differences(diffs: Sequence[str], limit: int = 4) -> str:
+    """The first ``limit`` differences, ``; ``-joined, and how many more there are."""
+    return "; ".join(diffs[:limit]) + (f"; and {len(diffs) - limit} more" if len(diffs) > limit else "")
 
 
 def check_recipes(runs: Sequence[SeedRun]) -> None:
@@ -147,8 +177,7 @@ def check_recipes(runs: Sequence[SeedRun]) -> None:
     for run in runs:
         diffs = recipe_differences(run)
         if diffs:
-            shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
-            raise ConfigError(f"{run.label}: {run.run_dir} holds a run of another recipe ({shown}); "
+            raise ConfigError(f"{run.label}: {run.run_dir} holds a run of another recipe ({shown_differences(diffs)}); "
                               "move it away, or give --runs another directory")
 
 
@@ -176,34 +205,48 @@ def _start(run: SeedRun, device: str, parallel: int, threads: int | None) -> tup
 
 
 def train_runs(runs: Sequence[SeedRun], device: str, parallel: int = 1, threads: int | None = None,
-               poll_s: float = 2.0) -> list[SeedRun]:
+               poll_s: float = 2.0, on_finished: Callable[[SeedRun], None] | None = None) -> list[SeedRun]:
     """Train every unfinished run, ``parallel`` at a time; returns the runs that failed.
 
     Every run directory that already holds a run must hold one of the run's recipe
-    (:func:`check_recipes`, a :class:`ConfigError` before anything starts)."""
+    (:func:`check_recipes`, a :class:`ConfigError` before anything starts). ``on_finished(run)`` is
+    called for each run found finished, then for each run as soon as it finishes, while the others
+    go on training; should it raise, the runs still training are stopped (they resume later)."""
     check_recipes(runs)
     todo = [r for r in runs if not finished(r.run_dir)]
-    for r in runs:
-        if r not in todo:
-            print(f"{r.label}: finished run in {r.run_dir}, not trained again", flush=True)
     running: list[tuple[SeedRun, subprocess.Popen, IO[str]]] = []
     failed = []
-    while todo or running:
-        while todo and len(running) < parallel:
-            run = todo.pop(0)
-            running.append((run, *_start(run, device, parallel, threads)))
-        time.sleep(poll_s)
-        for entry in list(running):
-            run, proc, log = entry
+    try:
+        for r in runs:
+            if r not in todo:
+                print(f"{r.label}: finished run in {r.run_dir}, not trained again", flush=True)
+                if on_finished is not None:
+                    on_finished(r)
+        while todo or running:
+            while todo and len(running) < parallel:
+                run = todo.pop(0)
+                running.append((run, *_start(run, device, parallel, threads)))
+            time.sleep(poll_s)
+            for entry in list(running):
+                run, proc, log = entry
+                if proc.poll() is None:
+                    continue
+                running.remove(entry)
+                log.close()
+                if proc.returncode != 0 or not finished(run.run_dir):
+                    failed.append(run)
+                    print(f"{run.label}: train.py exited {proc.returncode}; see {run.log}", flush=True)
+                else:
+                    print(f"{run.label}: done", flush=True)
+                    if on_finished is not None:
+                        on_finished(run)
+    finally:
+        for run, proc, log in running:
             if proc.poll() is None:
-                continue
-            running.remove(entry)
+                print(f"{run.label}: stopping train.py (it resumes from {run.run_dir / LAST_FILE})", flush=True)
+                proc.terminate()
+                proc.wait()
             log.close()
-            if proc.returncode != 0 or not finished(run.run_dir):
-                failed.append(run)
-                print(f"{run.label}: train.py exited {proc.returncode}; see {run.log}", flush=True)
-            else:
-                print(f"{run.label}: done", flush=True)
     return failed
 
 
