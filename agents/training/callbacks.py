@@ -3,12 +3,14 @@
 * ``last.pt`` is written at the end of every epoch (:meth:`TrainerCallbacks.save_checkpoint_fn`), every
   ``save_every`` env steps (:meth:`TrainerCallbacks.training_fn`), and by the loop at the end of the run
   and on Ctrl-C; ``best.pt`` whenever the evaluation mean JCT improves on the best of the run
-  (over resumes too);
+  (over resumes too); every checkpoint records the env step of the run's latest finished evaluation
+  (:data:`~agents.training.checkpoints.EVALUATED`), so a run stopped before its final evaluation
+  ended resumes into it;
 * every evaluation prints one line ``step X: eval mean JCT Y (best Z at step S)``
   (:meth:`TrainerCallbacks.compute_score_fn`; tianshou's own ``test_reward`` line is off);
-* ``system/*`` scalars (throughput, :class:`~agents.training.monitor.SystemMonitor`) and
-  ``test/best_mean_jct`` go straight to the writer, the validation baselines (``baselines/*``) to
-  their own TensorBoard run at the process's first env step and at every evaluation;
+* ``usage/*`` scalars (throughput, :class:`~agents.training.monitor.SystemMonitor`) and
+  ``test/best_mean_jct`` go straight to the writer, the validation baselines to
+  their own TensorBoard runs (``baselines/<label>``) at the process's first env step and at every evaluation;
 * between evaluations, :class:`~agents.training.progress.RunProgress` shows the run's progress: a
   bar (``train.progress``) or a plain line every ``status_every_s`` seconds.
 """
@@ -24,11 +26,13 @@ import torch
 
 from envs.config import ConfigError
 
-from .checkpoints import BEST, LAST, load_checkpoint, save_checkpoint, training_state
+from .checkpoints import (BEST, EVALUATED, LAST, final_evaluation_pending, load_checkpoint, save_checkpoint,
+                          training_state)
 from .envs import running_mean_jct
 from .monitor import SystemMonitor
 from .progress import RunProgress
 from .rundir import CONFIG_FILE, RUN_ID
+from .scenario_mix import TrainingMix
 from .stats import SchedulingCollectStats, evaluation_score
 from .tianshou_glue.trainer import trainer_env_step
 from .validation_baselines import validation_rival
@@ -74,6 +78,8 @@ class TrainerCallbacks:
                  baselines: BaselineScalars | None = None, train_envs: VectorEnv | None = None) -> None:
         self.spec = spec
         self.train_envs = train_envs  # its episodes in progress give training/running_mean_jct
+        #: the collectors of several training scenarios (train.scenarios) and the switch between them; None: one
+        self.mix: TrainingMix | None = None
         self.algorithm = algorithm
         self.net = net
         self.writer = writer
@@ -87,6 +93,11 @@ class TrainerCallbacks:
         self.best_score = float(counters.get("best_score", -math.inf)) if own else -math.inf
         self.best_mean_jct: float | None = counters.get("best_mean_jct") if own else None
         self.best_env_step: int | None = counters.get("best_env_step") if own else None
+        #: env step of the run's latest finished evaluation (its score compared with the best, best.pt
+        #: saved when it won); a last.pt at the run's end without it resumes into that evaluation
+        self.evaluated_env_step: int | None = counters.get(EVALUATED)
+        #: this process only runs the final evaluation its last.pt lacks (:func:`final_evaluation_pending`)
+        self.final_evaluation_only = spec.resume is not None and final_evaluation_pending(spec.resume, spec.train)
         self.last_score = -math.inf
         self.last_mean_jct: float | None = None
         self.last_save_env_step = int(counters.get("env_step", 0))
@@ -114,7 +125,8 @@ class TrainerCallbacks:
             except ConfigError:  # an unreadable best.pt is replaced by the next best
                 pass
         t = spec.train
-        self.progress = RunProgress(spec.done_env_steps, t.planned_env_steps(spec.done_env_steps), bar=t.progress,
+        planned = spec.done_env_steps if self.final_evaluation_only else t.planned_env_steps(spec.done_env_steps)
+        self.progress = RunProgress(spec.done_env_steps, planned, bar=t.progress,
                                     every_s=spec.status_every_s, best_jct=self.best_mean_jct,
                                     rival=None if baselines is None else validation_rival(baselines.means))
 
@@ -134,6 +146,7 @@ class TrainerCallbacks:
             "best_score": float(self.best_score),
             "best_mean_jct": None if self.best_mean_jct is None else float(self.best_mean_jct),
             "best_env_step": None if self.best_env_step is None else int(self.best_env_step),
+            EVALUATED: None if self.evaluated_env_step is None else int(self.evaluated_env_step),
             "wall_s": self.wall_s(),
             "devices": list(self.devices),
             RUN_ID: self.spec.run_id,
@@ -163,15 +176,18 @@ class TrainerCallbacks:
         lr = self.spec.train.lr_at(env_step)
         self.algorithm.optim.set_lr(lr)
         self.writer.add_scalar("update/lr", lr, env_step)
+        if self.mix is not None and self.trainer is not None:
+            self.writer.add_scalar("training/scenario", self.mix.select(self.trainer.params, env_step), env_step)
+            self.train_envs = self.mix.current_envs
         now = time.perf_counter()
         if self._tick is not None:
             t0, s0 = self._tick
             if now > t0 and env_step > s0:
                 self.last_rate = (env_step - s0) / (now - t0)
-                self.writer.add_scalar("system/env_steps_per_s", self.last_rate, env_step)
+                self.writer.add_scalar("usage/env_steps_per_s", self.last_rate, env_step)
         self._tick = (now, env_step)
         for key, value in self.monitor.sample().items():
-            self.writer.add_scalar(f"system/{key}", value, env_step)
+            self.writer.add_scalar(f"usage/{key}", value, env_step)
         running = None if self.train_envs is None else running_mean_jct(self.train_envs)
         if running is not None:
             self.writer.add_scalar("training/running_mean_jct", running, env_step)
@@ -202,8 +218,9 @@ class TrainerCallbacks:
         step = self.env_step()
         if self.last_score > self.best_score:
             best_jct, best_step = self.last_mean_jct, step
-        else:
+        else:  # not a new best: nothing is left to do for this evaluation (a new best is done once saved)
             best_jct, best_step = self.best_mean_jct, self.best_env_step
+            self.evaluated_env_step = step
         self.log_baselines(step)
         self.progress.evaluated(self.last_mean_jct, best_jct)
         if self.spec.eval_lines:
@@ -219,13 +236,14 @@ class TrainerCallbacks:
         if self.last_score > self.best_score:
             # the new best is the run's only once best.pt holds it: a save cut short (Ctrl-C,
             # SIGTERM, a full disk) leaves the old best.pt and the old best in every later file
-            before = self.best_score, self.best_mean_jct, self.best_env_step
+            before = self.best_score, self.best_mean_jct, self.best_env_step, self.evaluated_env_step
             self.best_score, self.best_mean_jct, self.best_env_step = (
                 self.last_score, self.last_mean_jct, self.env_step())
+            self.evaluated_env_step = self.best_env_step
             try:
                 self.save(BEST)
             except BaseException:
-                self.best_score, self.best_mean_jct, self.best_env_step = before
+                self.best_score, self.best_mean_jct, self.best_env_step, self.evaluated_env_step = before
                 raise
         if self.best_mean_jct is not None:
             self.writer.add_scalar("test/best_mean_jct", self.best_mean_jct, self.env_step())

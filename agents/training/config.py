@@ -49,6 +49,12 @@ from agents.policy.modes import ARGMAX, COMPILE_MODES, CONFLICT_MODES, CONFLICT_
 from .malloc import MALLOC_MODES
 from .precision import FLOAT32, PRECISIONS
 
+#: ``train.scenario_order`` (agents/training/scenario_mix.py), and how a page names each
+SCENARIO_ORDER_WORDS = {"curriculum": "in that order, each for its share of the steps",
+                        "mixture": "a scenario drawn per collection by its share"}
+SCENARIO_ORDERS = tuple(SCENARIO_ORDER_WORDS)
+CURRICULUM, MIXTURE = SCENARIO_ORDERS
+
 #: training vector env kinds (``train.vector``, ``train.py --vector``) and what each runs
 VECTOR_KIND_HELP = {
     "auto": "batch",
@@ -99,6 +105,7 @@ PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
     "train.init_from": (None, "a warm start from the weights of `{value}`"),
+    "train.scenarios": (None, "trained on other cluster counts: on {value} ({order}), validated on this scenario"),
 }
 
 
@@ -111,7 +118,10 @@ def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[st
         default = getattr(TrainConfig() if section == "train" else _policy_defaults(), key)
         value = recipe.get(section, {}).get(key, default)
         if value != paper:
-            out.append(words.format(value=value, conflict_words=CONFLICT_WORDS.get(value, "")))
+            shown = ", ".join(f"`{v}`" for v in value) if isinstance(value, (list, tuple)) else value
+            order = recipe.get("train", {}).get("scenario_order", TrainConfig.scenario_order)
+            out.append(words.format(value=shown, conflict_words=CONFLICT_WORDS.get(value, "") if isinstance(value, str)
+                                    else "", order=SCENARIO_ORDER_WORDS.get(order, order)))
     return out
 
 
@@ -173,6 +183,9 @@ class TrainConfig(ConfigSection):
     init_from: str | None = None  # policy checkpoint whose weights (and return scaling) start a new run
     # -- what trains
     train_scenario: str = "train"  # "train": the YAML's own settings; "eval": its eval_overrides variant
+    scenarios: tuple[str, ...] | None = None  # train on these scenarios (agents/training/scenario_mix.py): names or YAML paths, the run's own by its name; None: the run's scenario only. Validation stays on the run's scenario
+    scenario_shares: tuple[float, ...] | None = None  # each training scenario's share of the env steps (None: equal shares)
+    scenario_order: str = CURRICULUM  # SCENARIO_ORDERS: curriculum (in the listed order) or mixture (a scenario drawn per collection)
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     collect_episodes: int | None = None  # or whole episodes per update (reference: = envs)
@@ -240,6 +253,13 @@ class TrainConfig(ConfigSection):
              "got eval_seed {eval_seed} with eval_episodes {eval_episodes}"),
         one_of("eval_scenario", EVAL_SCENARIOS),
         one_of("train_scenario", EVAL_SCENARIOS),
+        rule(lambda c: c.scenarios is None or len(c.scenarios) >= 1, "scenarios must name at least one scenario, or be null"),
+        rule(lambda c: c.scenarios is None or len(set(c.scenarios)) == len(c.scenarios),
+             "scenarios names a scenario twice: {scenarios}"),
+        rule(lambda c: c.scenario_shares is None or (c.scenarios is not None and len(c.scenario_shares) == len(c.scenarios)),
+             "scenario_shares needs one share per entry of scenarios, got {scenario_shares} for {scenarios}"),
+        greater_than("scenario_shares", 0, finite=True, nullable=True),
+        one_of("scenario_order", SCENARIO_ORDERS),
         one_of("eval_action", EVAL_ACTIONS),
         one_of("eval_conflicts", (None, *CONFLICT_MODES)),
         rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),

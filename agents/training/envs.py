@@ -172,11 +172,12 @@ def running_mean_jct(venv: VectorEnv) -> float | None:
     return float(values.mean()) if values.size else None
 
 
-def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int) -> VectorEnv:
+def training_envs(scenario: ScenarioConfig, train: TrainConfig, restart: int, stream: int = 0) -> VectorEnv:
     """The training vector env; env ``i`` draws its workload seeds from key ``(seed, restart, i)``
-    whatever the kind, so every kind trains on the same workloads."""
+    whatever the kind, so every kind trains on the same workloads. ``stream`` k > 0 (the k-th scenario of
+    ``train.scenarios``) keys them ``(seed, restart, i, k)``: each training scenario its own workloads."""
     kind = vector_kind(train)
-    keys = [(train.seed, restart, i) for i in range(train.envs)]
+    keys = [(train.seed, restart, i) + ((stream,) if stream else ()) for i in range(train.envs)]
     if kind in ("batch", "ray"):
         return batched_vector_env(kind, scenario, train.envs, train.workers, train.ray_address, seed_keys=keys,
                                   stagger=train.stagger_start)

@@ -33,6 +33,7 @@ from .optimizer import adam
 from .prepare import check_environment, configure_process, write_config
 from .rng import seed_everything, set_rng_state
 from .run_spec import RunSpec
+from .scenario_mix import ScenarioSchedule, TrainingMix
 from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .tianshou_glue.trainer import ResumableOnPolicyTrainer
@@ -114,9 +115,11 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
 
     with ExitStack() as cleanup:
         cleanup.callback(lock.release)
-        # environments: training (workload seeds keyed by restart) and held-out evaluation
-        train_envs = training_envs(spec.scenario, t, spec.restarts)
-        cleanup.callback(_close_quietly, train_envs)
+        # environments: one training vector env per training scenario (train.scenarios), and validation
+        mix_envs = [training_envs(s, t, spec.restarts, stream=k) for k, s in enumerate(spec.trained_on)]
+        for venv in mix_envs:
+            cleanup.callback(_close_quietly, venv)
+        train_envs = mix_envs[0]
         test_envs = evaluation_envs(spec.scenario, t)
         cleanup.callback(_close_quietly, test_envs)
 
@@ -130,7 +133,8 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
 
         # run directory, TensorBoard, the state shared by the trainer callbacks
         devices_before = earlier_devices(spec)  # before config.yaml is rewritten
-        write_config(spec, {"restarts": spec.restarts, "device": str(device)})
+        trained_on = {"training_scenarios": [s.to_dict() for s in spec.training_scenarios]} if spec.training_scenarios else {}
+        write_config(spec, {"restarts": spec.restarts, "device": str(device), **trained_on})
         means = validation_baselines(spec)
         writer = RunWriter(log_dir=str(spec.run_dir))
         cleanup.callback(writer.close)
@@ -147,8 +151,13 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
-        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
-        train_collector.set_on_step_hook(callbacks.collect_step_fn)
+        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs, spec.trained_on[0])
+        collectors = [train_collector] + [training_collector(spec, algorithm, venv, s, reset=True)
+                                          for venv, s in zip(mix_envs[1:], spec.trained_on[1:])]
+        for collector in collectors:
+            collector.set_on_step_hook(callbacks.collect_step_fn)
+        if len(collectors) > 1:
+            callbacks.mix = TrainingMix(ScenarioSchedule.from_train(t), collectors, mix_envs)
         params = trainer_params(spec, callbacks, logger, train_collector, test_collector)
         trainer = ResumableOnPolicyTrainer(algorithm, params,
                                            first_epoch_steps=t.interval_plan(spec.done_env_steps)[0])
@@ -213,25 +222,38 @@ def _episode_buffer_size(scenario: ScenarioConfig) -> int:
     return 4 * scenario.num_tasks + 256
 
 
+def training_collector(spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv,
+                       scenario: ScenarioConfig | None = None, reset: bool = False) -> BatchCollector:
+    """A training collector over ``train_envs`` (of ``scenario``, default the run's), its buffer sized for
+    one collection; ``reset``: reset now (the trainer resets only the collector it starts with)."""
+    t = spec.train
+    n_steps = t.resolved_collect_steps()
+    if n_steps is not None:
+        per_env = math.ceil(n_steps / t.envs)
+    else:
+        per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(scenario or spec.scenario)
+    collector = BatchCollector(
+        algorithm, train_envs, BatchedReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=SchedulingCollectStats
+    )
+    if reset:
+        collector.reset()
+    return collector
+
+
 def make_collectors(
-    spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv, test_envs: VectorEnv | None
+    spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv, test_envs: VectorEnv | None,
+    scenario: ScenarioConfig | None = None,
 ) -> tuple[BatchCollector, BatchCollector | None]:
-    """The training collector (a buffer sized for one collection) and the evaluation collector.
+    """The training collector (:func:`training_collector`, over ``train_envs`` of ``scenario``) and the
+    evaluation collector.
 
     Both are :class:`~agents.training.tianshou_glue.collector.BatchCollector` over a
     :class:`~agents.training.tianshou_glue.collector.BatchedReplayBuffer` (tianshou's classes with the per-env Python
     loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
     """
     t = spec.train
-    n_steps = t.resolved_collect_steps()
-    if n_steps is not None:
-        per_env = math.ceil(n_steps / t.envs)
-    else:
-        per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(spec.scenario)
     stats_cls = SchedulingCollectStats
-    train_collector = BatchCollector(
-        algorithm, train_envs, BatchedReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=stats_cls
-    )
+    train_collector = training_collector(spec, algorithm, train_envs, scenario)
     test_collector = None
     if test_envs is not None:
         # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
@@ -257,7 +279,7 @@ def trainer_params(
     return OnPolicyTrainerParams(
         training_collector=train_collector,
         test_collector=test_collector,
-        max_epochs=callbacks.completed_epochs + epochs,
+        max_epochs=callbacks.completed_epochs + (0 if callbacks.final_evaluation_only else epochs),
         epoch_num_steps=epoch_len,
         collection_step_num_env_steps=n_steps,
         collection_step_num_episodes=None if n_steps is not None else t.collect_episodes,

@@ -20,7 +20,7 @@ from agents.policy.config import PolicyConfig
 from envs.config import ConfigError, ScenarioConfig, apply_overrides, split_scenario_yaml
 
 from . import rundir
-from .checkpoints import LAST, load_checkpoint
+from .checkpoints import LAST, final_evaluation_pending, load_checkpoint
 from .config import SplitOverrides, TrainConfig, split_overrides
 from .envs import evaluation_scenario, require_ray, training_scenario, vector_kind
 from .malloc import configure_allocator
@@ -62,6 +62,20 @@ def check_scenario(scenario: ScenarioConfig, train: TrainConfig) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def training_scenarios(scenario: ScenarioConfig, policy: PolicyConfig, train: TrainConfig) -> tuple[ScenarioConfig, ...]:
+    """The scenarios the run trains on (``train.scenarios``, :mod:`~agents.training.scenario_mix`), each
+    checked against the run's own and built once (progress functions, trace files); ConfigError on a misfit."""
+    from .scenario_mix import check_shared_policy, resolve_training_scenarios
+
+    resolved = resolve_training_scenarios(scenario, train.scenarios)
+    others = tuple(training_scenario(s, train) if s is not scenario else s for s in resolved)
+    check_shared_policy(policy.tied_to_n, others, scenario)
+    for other in others:
+        if other is not scenario:
+            check_scenario(other, train)
+    return others
+
+
 def prepare_run(
     config: str | None,
     overrides: Sequence[str] = (),
@@ -78,7 +92,9 @@ def prepare_run(
     the checkpoint's is refused (:class:`ConfigError`), train settings may change. The run goes
     on in the checkpoint's own run directory, or in a new one under ``--logdir`` when the file is
     not in its run's directory (:mod:`agents.training.rundir`); in its own directory only the
-    run's ``last.pt`` continues it (:func:`check_no_rewind`). Nothing is created here.
+    run's ``last.pt`` continues it (:func:`check_no_rewind`). A checkpoint with the step budget
+    done is refused ("nothing to do") unless it lacks its final evaluation
+    (:func:`~agents.training.checkpoints.final_evaluation_pending`). Nothing is created here.
     """
     split: SplitOverrides = split_overrides(overrides)
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
@@ -106,6 +122,7 @@ def prepare_run(
     train.validate()
     scenario = training_scenario(ScenarioConfig.from_dict(scen_raw), train)
     check_scenario(scenario, train)
+    trained_on = training_scenarios(scenario, policy, train)
 
     if ckpt is not None:
         # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
@@ -120,7 +137,7 @@ def prepare_run(
                 f"scenario/architecture ({', '.join(problems[:8])}{' ...' if len(problems) > 8 else ''})"
             )
         done = int(ckpt["counters"]["env_step"])
-        if train.steps <= done:
+        if train.steps <= done and not final_evaluation_pending(ckpt, train):
             raise ConfigError(
                 f"nothing to do: {ckpt['_path']} already has {done} env steps and the step budget is "
                 f"{train.steps} (pass a larger --steps)"
@@ -131,14 +148,16 @@ def prepare_run(
         # the checkpoint sits in its own run directory: the run goes on there, with its id
         check_no_rewind(ckpt, own_dir)
         return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=own_dir, resume=ckpt,
-                       run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False)
+                       run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False,
+                       training_scenarios=trained_on)
     # a new run, or a shipped / copied checkpoint continued as a new run (its history carried on;
     # the name it was saved under is its old run's, so only a name given now is used)
     if ckpt is not None and "run_name" not in {**train_yaml, **flags, **split.train}:
         train.run_name = None
     name = train.run_name or rundir.default_run_name(scenario.name, policy.variant, train.seed)
     return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
-                   run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None)
+                   run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None,
+                   training_scenarios=trained_on)
 
 
 def check_no_rewind(ckpt: Mapping[str, Any], run_dir: Path) -> None:

@@ -36,6 +36,14 @@ class RunSpec:
     fresh_dir: bool = True
     #: the directory name was drawn by :func:`~agents.training.rundir.default_run_name` (drawn again if taken)
     default_name: bool = True
+    #: the scenarios the run trains on (``train.scenarios``; empty: ``scenario`` alone), each collection
+    #: from one of them (:class:`~agents.training.scenario_mix.ScenarioSchedule`); validation runs on ``scenario``
+    training_scenarios: tuple[ScenarioConfig, ...] = ()
+
+    @property
+    def trained_on(self) -> tuple[ScenarioConfig, ...]:
+        """The training scenarios, ``(scenario,)`` when none are named."""
+        return self.training_scenarios or (self.scenario,)
 
     @property
     def resumed_counters(self) -> dict[str, Any]:
