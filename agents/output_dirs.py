@@ -9,11 +9,13 @@ work is under way raises :class:`OutputWriteError` (an ``OSError``); the command
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import IO, Callable
 
 from envs.config import ConfigError
 
@@ -108,3 +110,41 @@ def temp_beside(path: str | Path, prefix: str | None = None) -> tuple[int, str]:
         os.unlink(tmp)
         raise
     return fd, tmp
+
+
+def take_lock(path: Path, busy: Callable[[], Exception]) -> IO[str]:
+    """An exclusive ``flock`` on the file ``path`` (created if missing), holding this process's pid;
+    raises ``busy()`` when another process holds it. Holders delete the file before they let go
+    (:func:`release_lock`), so a lock taken on a file just deleted is dropped and taken again on the
+    file now at ``path``: two processes never both hold it. A killed holder's file is taken over."""
+    import fcntl
+
+    while True:
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            handle.close()
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise busy() from None
+            raise
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            return handle
+        handle.close()  # its holder deleted it between our open and our lock
+
+
+def release_lock(path: Path, handle: IO[str]) -> None:
+    """Delete the lock file ``path``, then let go of the lock by closing ``handle`` (see :func:`take_lock`)."""
+    try:
+        path.unlink()  # while still locked: a process that opened this file retries on a new one
+    except OSError:  # gone with its directory, or left unlocked to be taken over
+        pass
+    handle.close()

@@ -35,7 +35,7 @@ from typing import IO, Sequence
 
 from envs.config import ConfigError
 
-from ..output_dirs import check_free_space, check_output_dir, fsync_dir
+from ..output_dirs import check_free_space, check_output_dir, fsync_dir, release_lock, take_lock
 
 #: where default output directories go
 RESULTS_DIR = Path("results")
@@ -202,8 +202,7 @@ class StagedOutput:
         if staging is not None and not self.published:
             shutil.rmtree(staging, ignore_errors=True)
         if self._lock is not None:
-            _sibling(self.out, "lock").unlink(missing_ok=True)  # while held: see _take_lock
-            self._lock.close()
+            release_lock(_sibling(self.out, "lock"), self._lock)
             self._lock = None
         for parent in self._created:  # deepest first
             try:
@@ -227,32 +226,9 @@ def _make_parents(directory: Path, what: str) -> list[Path]:
 
 
 def _take_lock(path: Path, out: Path, what: str) -> IO[str]:
-    """An exclusive ``flock`` on ``path``; ConfigError when another process holds it. The file is
-    deleted by its holder on release, so a lock taken on a file just deleted is dropped and taken
-    again on the file now at ``path``."""
-    import fcntl
-
-    while True:
-        handle = path.open("a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            handle.close()
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OutputBusy(f"{what} {str(out)!r} is being written by another evaluation; wait for it to "
-                                  "finish, or give another directory") from None
-            raise
-        try:
-            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            return handle
-        handle.close()
+    """The output's writer lock (:func:`~agents.output_dirs.take_lock`); OutputBusy while another evaluation holds it."""
+    return take_lock(path, lambda: OutputBusy(f"{what} {str(out)!r} is being written by another evaluation; "
+                                              "wait for it to finish, or give another directory"))
 
 
 def _foreign(directory: Path, kind: OutputKind) -> list[str]:

@@ -23,7 +23,6 @@ built (an unwritable directory, a file in the way, a full disk).
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import shutil
@@ -35,7 +34,7 @@ import yaml
 
 from envs.config import ConfigError
 
-from ..output_dirs import check_free_space, check_output_dir
+from ..output_dirs import check_free_space, check_output_dir, release_lock, take_lock
 
 #: the resolved configs of the run, in its directory (written by :func:`~agents.training.prepare.write_config`)
 CONFIG_FILE = "config.yaml"
@@ -104,41 +103,14 @@ class RunLock:
     processes never both hold the run."""
 
     def __init__(self, run_dir: Path) -> None:
-        import fcntl
-
         self.path = run_dir / LOCK_FILE
-        self._file: IO[str] | None = None
-        while self._file is None:
-            handle = self.path.open("a+")
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                handle.close()
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise ConfigError(f"run directory {str(run_dir)!r} is in use by another training process; "
-                                      "wait for it to finish or stop it first") from None
-                raise
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(handle.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                self._file = handle
-            else:  # its holder deleted it between our open and our lock
-                handle.close()
-        self._file.seek(0)
-        self._file.truncate()
-        self._file.write(f"{os.getpid()}\n")
-        self._file.flush()
+        self._file: IO[str] | None = take_lock(self.path, lambda: ConfigError(
+            f"run directory {str(run_dir)!r} is in use by another training process; wait for it to finish or stop it first"))
 
     def release(self) -> None:
         """Delete the lock file, then let go of the lock (closing the descriptor); no-op once released."""
         if self._file is not None:
-            try:
-                self.path.unlink()  # while still locked: a process that opened this file retries on a new one
-            except OSError:  # gone with its directory (remove_unstarted), or left unlocked to be taken over
-                pass
-            self._file.close()
+            release_lock(self.path, self._file)
             self._file = None
 
 
