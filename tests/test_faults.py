@@ -438,10 +438,11 @@ def test_an_evaluation_in_which_the_policy_finishes_no_task_prints_na_and_writes
 
     cfg = load_scenario("synthetic-3", ["num_tasks=12", "max_steps=30"])
     policy = TapFingerPolicy(ObservationSpec.from_config(cfg), PolicyConfig(hidden=16, han_layers=1))
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.fill_(float("nan"))
-    ckpt = save_policy_checkpoint(tmp_path / "nan.pt", policy, cfg)
+    with torch.no_grad():  # every agent's allocation head puts all its mass on void (its last logit): nothing starts
+        policy.alloc_head.out.weight.zero_()
+        policy.alloc_head.out.bias.zero_()
+        policy.alloc_head.out.bias[..., -1] = 1e4
+    ckpt = save_policy_checkpoint(tmp_path / "void.pt", policy, cfg)
     out = tmp_path / "out"
     code = evaluate(["--scenario", "synthetic-3", "--checkpoint", str(ckpt), "--schedulers", "optimus", "--seeds", "2",
                      "--workers", "1", "--out", str(out), "--quiet", "num_tasks=12", "max_steps=30"])
