@@ -50,6 +50,8 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "of this training step, mean over the training envs: each episode's finished tasks count their JCT and its "
     "arrived unfinished tasks the time they have spent until now (a partial episode, so below the JCT it will "
     "end with). One point per collection from the first, before any episode has ended.",
+    "training/scenario": "With train.scenarios only: the index, in that list, of the scenario this collection "
+    "came from (a curriculum steps through them in order; a mixture draws one per collection).",
     "training/episode_length": "Mean length in decisions (logical steps) of the training episodes that ended in "
     "this collection.",
     "training/cpu_util": "Mean CPU utilisation (allocated share of all clusters' cores) of the training episodes "
