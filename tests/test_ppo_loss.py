@@ -100,8 +100,10 @@ def test_ppo_loss_and_gradients_equal_the_hand_computation_outside_the_clip(norm
     outside = (RATIO < 1 - EPS) | (RATIO > 1 + EPS)
     assert (outside & ~unclipped & ~SKIP).sum() == 4 and (outside & unclipped & ~SKIP).sum() == 2
 
-    stats = algorithm._minibatch_step(mb).double().numpy()
-    loss, pl, vl, en, kl, clip_fraction, _ = stats
+    row = algorithm._minibatch_step(mb).double().numpy()
+    stats = dict(zip(algorithm.step_stat_names, row))  # the row's entries, by name
+    loss, pl, vl, en, clip_fraction = (stats[k] for k in ("loss", "policy_loss", "value_loss", "entropy",
+                                                           "clip_fraction"))
     np.testing.assert_allclose([pl, vl, en], [policy_loss, value_loss, ent], rtol=1e-5)
     np.testing.assert_allclose(loss, pl + VF * vl - ENT * en, rtol=1e-6)
     np.testing.assert_allclose(loss, policy_loss + VF * value_loss - ENT * ent, rtol=1e-5)
@@ -128,7 +130,7 @@ def test_a_clipped_entry_carries_no_policy_gradient_and_the_entropy_bonus_lowers
 def test_the_loss_function_equals_the_hand_computation(value_clip):
     """:func:`agents.training.loss.mappo_loss` alone, on the same entries: the three terms, the
     total, the clip fraction and the gradients, with the value clip written out too."""
-    from agents.training.loss import STAT_NAMES, mappo_loss
+    from agents.training.loss import LossSettings, mappo_loss
 
     net, _, mb, entropy, value, returns = _minibatch(False)
     (policy_loss, value_loss, ent), (g_logp, g_entropy, g_value), _ = _hand(entropy, value, returns, False)
@@ -142,15 +144,16 @@ def test_the_loss_function_equals_the_hand_computation(value_clip):
         assert (err < err_clipped).any() and (err > err_clipped).any()
     out = mappo_loss(
         net.logp, net.entropy, net.val, log_prob_old=mb.logp_old, advantages=mb.adv, returns=mb.returns,
-        value_old=torch.tensor(value_old, dtype=torch.float32), active=~mb.skip, eps_clip=EPS,
-        value_clip=value_clip, vf_coef=VF, ent_coef=ENT,
+        value_old=torch.tensor(value_old, dtype=torch.float32), active=~mb.skip,
+        settings=LossSettings(eps_clip=EPS, value_clip=value_clip, vf_coef=VF, ent_coef=ENT),
     )
     out.loss.backward()
-    stats = dict(zip(STAT_NAMES, out.stats.double().numpy()))
+    stats = {name: float(v) for name, v in out.stats.items()}
     np.testing.assert_allclose([stats["policy_loss"], stats["value_loss"], stats["entropy"]],
                                [policy_loss, value_loss, ent], rtol=1e-5)
     np.testing.assert_allclose(float(out.loss.detach()), policy_loss + VF * value_loss - ENT * ent, rtol=1e-5)
+    assert stats["loss"] == float(out.loss.detach())  # the total, written once (loss.total_loss)
     outside = (RATIO < 1 - EPS) | (RATIO > 1 + EPS)
-    assert stats["clip_fraction"] == (outside & ~SKIP).sum()  # a count: the caller divides by the active entries
+    np.testing.assert_allclose(stats["clip_fraction"], (outside & ~SKIP).sum() / (~SKIP).sum(), rtol=1e-6)
     for param, expected in zip((net.logp, net.entropy, net.val), (g_logp, g_entropy, g_value)):
         np.testing.assert_allclose(param.grad.double().numpy(), expected, rtol=1e-4, atol=1e-7)

@@ -20,7 +20,9 @@ from torch.utils.tensorboard.summary import custom_scalars, scalar
 
 #: the TensorBoard scalars tianshou's logger may write, per scope (everything else it logs --
 #: ``save/*``, ``info/*``, ``update/smoothed_loss/*`` copies, step counters, min/max/std
-#: statistics -- is dropped); ``usage/*`` and ``test/best_mean_jct`` are written directly
+#: statistics -- is dropped); ``update`` is every ``update/*`` tag of :data:`TAG_DESCRIPTIONS` (set below it:
+#: the update's statistics by name, a new one of the loss written once it is described); ``usage/*``,
+#: ``update/lr`` and ``test/best_mean_jct`` are written directly
 TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
     "training": (
         "returns_stat/mean", "mean_jct", "episode_length", "cpu_util", "gpu_util", "conflict_rate", "void_rate",
@@ -29,10 +31,6 @@ TENSORBOARD_KEEP: dict[str, tuple[str, ...]] = {
     "test": (
         "returns_stat/mean", "mean_jct", "episode_length", "cpu_util", "gpu_util", "conflict_rate", "void_rate",
         "invalid_rate", "truncated_episodes",
-    ),
-    "update": (
-        "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance",
-        "return_scale", "return_std", "grad_norm", "logp_mismatch", "active_fraction",
     ),
 }
 
@@ -116,6 +114,7 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "warmstart/actor_loss": "Warm start: behaviour cloning's actor loss at the end of each round (step = round).",
     "warmstart/critic_loss": "Warm start: behaviour cloning's critic loss at the end of each round (step = round).",
 }
+TENSORBOARD_KEEP["update"] = tuple(tag.removeprefix("update/") for tag in TAG_DESCRIPTIONS if tag.startswith("update/"))
 #: the folder of the run directory holding the validation baselines: each baseline is the TensorBoard run
 #: ``baselines/<label>`` and writes its mean under the validation tag, so TensorBoard draws it on the run's
 #: validation chart, in a colour of its own

@@ -186,6 +186,7 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     # imported on first use: the algorithm and agents.policy load the graph networks (torch-geometric)
     from agents.policy.network import TapFingerPolicy
 
+    from .loss import LossSettings
     from .tianshou_glue.algorithm import MultiAgentPPO, TianshouJointPolicy
 
     net = TapFingerPolicy(ObservationSpec.from_config(spec.scenario), spec.policy).to(device)
@@ -195,25 +196,8 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     policy = TianshouJointPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
                                  deterministic_eval=t.eval_action == ARGMAX, precision=t.precision,
                                  argmax_allocation_eval=t.eval_action == SAMPLE_SLOT, eval_conflicts=t.eval_conflicts)
-    algorithm = MultiAgentPPO(
-        policy=policy,
-        optim=TorchOptimizerFactory(adam, lr=t.lr),
-        eps_clip=t.eps_clip,
-        value_clip=t.value_clip,
-        advantage_normalization=t.advantage_normalization,
-        vf_coef=t.vf_coef,
-        ent_coef=t.ent_coef,
-        max_grad_norm=t.max_grad_norm,
-        gae_lambda=t.gae_lambda,
-        max_batchsize=t.max_batchsize,
-        gamma=t.resolved_gamma(spec.scenario.mode),
-        return_scaling=t.return_scaling,
-        return_scaling_window=t.return_scaling_window,
-        precision=t.precision,
-        old_stats=t.old_stats,
-        shards=t.shards,
-        lost_claim_penalty=t.lost_claim_penalty,
-    )
+    algorithm = MultiAgentPPO(policy=policy, optim=TorchOptimizerFactory(adam, lr=t.lr),
+                              settings=LossSettings.from_train(t, spec.scenario.mode))
     return algorithm, net
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections import deque
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from dataclasses import dataclass, make_dataclass, replace
+from functools import lru_cache
+from typing import Any, Mapping, Protocol, cast
 
 import numpy as np
 import torch
@@ -48,9 +49,9 @@ from agents.policy.noise import episode_generator
 from agents.policy.observations import obs_to_torch
 from envs.workload import rng_streams
 
-from ..config import BEHAVIOUR, OLD_STATS, RECOMPUTE
+from ..config import BEHAVIOUR
 from ..gae import gae_advantages, monte_carlo_returns, penalise_lost_claims
-from ..loss import STAT_NAMES, masked_mean, mappo_loss, normalise_advantages
+from ..loss import LossSettings, masked_mean, mappo_loss, normalise_advantages
 from ..precision import FLOAT32, autocast, check_precision
 from ..return_scale import ReturnScale
 from ..shards import run_sharded
@@ -183,22 +184,36 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
 
 @dataclass(kw_only=True)
 class MAPPOTrainingStats(TrainingStats):
-    """Means over the gradient steps of one update (logged under ``update/``)."""
+    """One update's statistics (logged under ``update/`` where described,
+    :data:`agents.training.logger.TAG_DESCRIPTIONS`): the fields below, and every statistic of
+    the loss (:attr:`agents.training.loss.MAPPOLoss.stats`, by name: ``loss``, ``policy_loss``,
+    ...) as a field of its own, the mean over the update's gradient steps
+    (:meth:`with_loss_stats`; tianshou logs ``dataclasses.asdict`` of the stats)."""
 
-    loss: float
-    policy_loss: float
-    value_loss: float
-    entropy: float
-    approx_kl: float
-    clip_fraction: float
     explained_variance: float
     return_scale: float  # the divisor of this update's value targets (running return std; 1 without return_scaling)
     return_std: float  # std of this update's unscaled returns; return_scale far above it: a stale scale
-    grad_norm: float  # total gradient norm before clipping
+    grad_norm: float = 0.0  # total gradient norm before clipping (mean over the gradient steps)
     logp_mismatch: float  # mean |behaviour log-prob - recomputed log-prob| (0 when consistent); with
     # old_stats="behaviour": over the first minibatch, before its gradient step
     active_fraction: float  # share of (sample, agent) entries that are not skipped
     gradient_steps: int
+
+    @classmethod
+    def with_loss_stats(cls, loss_stats: Mapping[str, float], **values: Any) -> MAPPOTrainingStats:
+        """The stats of ``values`` (the fields) plus ``loss_stats`` by name, each a dataclass field
+        (tianshou logs ``dataclasses.asdict`` of the stats)."""
+        extra = tuple(name for name in loss_stats if name not in cls.__dataclass_fields__)
+        return _training_stats_class(cls, extra)(**values, **loss_stats)
+
+
+@lru_cache(maxsize=None)
+def _training_stats_class(base: type[MAPPOTrainingStats], names: tuple[str, ...]) -> type[MAPPOTrainingStats]:
+    """``base`` with a float field per name of ``names`` (the loss's statistics)."""
+    if not names:
+        return base
+    return cast(type[MAPPOTrainingStats], make_dataclass(
+        base.__name__, [(name, float) for name in names], bases=(base,), kw_only=True))
 
 
 class MultiAgentPPO(PPO):
@@ -235,47 +250,36 @@ class MultiAgentPPO(PPO):
         *,
         policy: TianshouJointPolicy,
         optim: OptimizerFactory,
-        eps_clip: float = 0.2,
-        value_clip: bool = False,
-        advantage_normalization: bool = True,
-        vf_coef: float = 0.5,
-        ent_coef: float = 0.01,
-        max_grad_norm: float | None = None,
-        gae_lambda: float = 0.95,
-        max_batchsize: int = 1024,
-        gamma: float = 0.99,
-        return_scaling: bool = False,
-        return_scaling_window: int | None = None,
-        precision: str = FLOAT32,
-        old_stats: str = RECOMPUTE,
-        shards: int = 1,
-        lost_claim_penalty: float = 0.0,
+        settings: LossSettings | None = None,
+        **overrides: Any,
     ) -> None:
-        if old_stats not in OLD_STATS:
-            raise ValueError(f"old_stats must be one of {list(OLD_STATS)}, got {old_stats!r}")
+        """``settings`` (default :class:`~agents.training.loss.LossSettings`'s defaults), with
+        any of its fields replaced by ``overrides`` (``MultiAgentPPO(..., eps_clip=0.1)``)."""
+        settings = replace(settings or LossSettings(), **overrides) if overrides else (settings or LossSettings())
         super().__init__(
             policy=policy,
             critic=CriticAdapter(policy.net),
             optim=optim,
-            eps_clip=eps_clip,
+            eps_clip=settings.eps_clip,
             dual_clip=None,
-            value_clip=value_clip,
-            advantage_normalization=advantage_normalization,
+            value_clip=settings.value_clip,
+            advantage_normalization=settings.advantage_normalization,
             recompute_advantage=False,
-            vf_coef=vf_coef,
-            ent_coef=ent_coef,
-            max_grad_norm=max_grad_norm,
-            gae_lambda=gae_lambda,
-            max_batchsize=max_batchsize,
-            gamma=gamma,
-            return_scaling=return_scaling,
+            vf_coef=settings.vf_coef,
+            ent_coef=settings.ent_coef,
+            max_grad_norm=settings.max_grad_norm,
+            gae_lambda=settings.gae_lambda,
+            max_batchsize=settings.max_batchsize,
+            gamma=settings.gamma,
+            return_scaling=settings.return_scaling,
         )
+        #: everything the update reads from ``train:`` (:meth:`LossSettings.from_train`); the loss
+        #: reads its coefficients from here
+        self.settings = settings
         #: the value targets' divisor (``train.return_scaling_window``); used with ``return_scaling``
-        self.return_scale = ReturnScale(return_scaling_window)
-        if not (np.isfinite(lost_claim_penalty) and lost_claim_penalty >= 0):
-            raise ValueError(f"lost_claim_penalty must be a finite number >= 0, got {lost_claim_penalty}")
+        self.return_scale = ReturnScale(settings.return_scaling_window)
         #: subtracted from an agent's reward at each step its claim lost a conflict (``train.lost_claim_penalty``)
-        self.lost_claim_penalty = float(lost_claim_penalty)
+        self.lost_claim_penalty = float(settings.lost_claim_penalty)
         self.gradient_steps = 0  # total minibatch steps (checkpointed)
         self.update_count = 0  # total updates = tianshou trainer "update steps" (checkpointed)
         self.batch_stats: dict[str, float] = {}  # this update's statistics measured before its first step
@@ -284,15 +288,16 @@ class MultiAgentPPO(PPO):
         self.critic_history: deque[tuple[float, float, float]] = deque(maxlen=CRITIC_WINDOW)
         self._mismatch_pending = False  # logp_mismatch still to measure on the first minibatch
         #: precision of the network passes of the update (``train.precision``, agents/training/precision.py)
-        self.precision = check_precision(precision)
+        self.precision = check_precision(settings.precision)
         #: where logp_old / skip / v_s come from (``train.old_stats``, agents/training/config.py)
-        self.old_stats = old_stats
-        policy.store_behaviour = old_stats == BEHAVIOUR
-        if shards < 1:
-            raise ValueError(f"shards must be >= 1, got {shards}")
+        self.old_stats = settings.old_stats
+        policy.store_behaviour = settings.old_stats == BEHAVIOUR
         #: row shards of each minibatch's forward + backward pass, in parallel CPU threads with
         #: one intra-op thread each (``train.shards``, :mod:`agents.training.shards`)
-        self.shards = int(shards)
+        self.shards = int(settings.shards)
+        #: the names of the entries of :meth:`_minibatch_step`'s row (the loss's statistics, then
+        #: ``grad_norm``), set by its first call
+        self.step_stat_names: tuple[str, ...] = ()
 
     @property
     def net(self) -> nn.Module:
@@ -457,26 +462,27 @@ class MultiAgentPPO(PPO):
 
     # ------------------------------------------------------------------ update
     def _minibatch_step(self, mb: MAPPOBatchProtocol) -> torch.Tensor:
-        """One gradient step on a minibatch; returns its (loss, policy loss, value loss, entropy,
-        approx. KL, clip fraction, gradient norm) on the device.
+        """One gradient step on a minibatch; returns its statistics as one tensor on the device
+        (host reads are left to the end of the update), entries named by
+        :attr:`step_stat_names`: the loss's statistics (summed over the shards), then the
+        gradient norm.
 
         The minibatch's rows run in :attr:`shards` parallel threads, each through
         :func:`~agents.training.loss.mappo_loss` with the whole minibatch's denominators, so
-        their gradients add up to the whole minibatch's (one shard: the plain loss)."""
+        their gradients and statistics add up to the whole minibatch's (one shard: the plain loss)."""
         active = ~mb.skip  # the STORED skip flags (eq. 14)
         adv = normalise_advantages(mb.adv, active) if self.advantage_normalization else mb.adv
         n_active = active.to(torch.float32).sum().clamp(min=1.0)
         n_values = float(mb.returns.numel())
         obs = obs_to_torch(mb.obs, self.device)
 
-        def shard(lo: int, hi: int) -> torch.Tensor:
+        def shard(lo: int, hi: int) -> dict[str, torch.Tensor]:
             """Forward + backward of rows ``lo:hi``; their loss statistics (detached)."""
             logp, entropy, _, value = self.evaluate({k: v[lo:hi] for k, v in obs.items()}, mb.act[lo:hi])
             out = mappo_loss(
                 logp, entropy, value, log_prob_old=mb.logp_old[lo:hi], advantages=adv[lo:hi],
                 returns=mb.returns[lo:hi], value_old=mb.v_s[lo:hi], active=active[lo:hi],
-                eps_clip=self.eps_clip, value_clip=self.value_clip, vf_coef=self.vf_coef, ent_coef=self.ent_coef,
-                n_active=n_active, n_values=n_values,
+                settings=self.settings, n_active=n_active, n_values=n_values,
             )
             out.loss.backward()
             return out.stats
@@ -484,16 +490,15 @@ class MultiAgentPPO(PPO):
         self.optim.zero_grad()
         parts = run_sharded(shard, len(mb.act), self.shards)
         self.optim.step_gradients()
-        total = dict(zip(STAT_NAMES, torch.stack(parts).sum(0)))
-        kl, clipped, abs_log_ratio = (total[k] / n_active for k in ("approx_kl", "clip_fraction", "abs_log_ratio"))
+        names = tuple(parts[0])
+        total = torch.stack([torch.stack(list(p.values())) for p in parts]).sum(0)
         if self._mismatch_pending:  # behaviour stats: measured before the first step moved the network
-            self.batch_stats["logp_mismatch"] = float(abs_log_ratio)
+            self.batch_stats["logp_mismatch"] = float(total[names.index("abs_log_ratio")])
             self._mismatch_pending = False
-        policy_loss, value_loss, ent = total["policy_loss"], total["value_loss"], total["entropy"]
-        loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * ent
         grad = self.optim.last_grad_norm_tensor
-        grad = loss.new_tensor(float("nan")) if grad is None else grad.to(loss.device, loss.dtype)
-        return torch.stack([loss, policy_loss, value_loss, ent, kl, clipped, grad])
+        grad = total.new_tensor(float("nan")) if grad is None else grad.to(total.device, total.dtype)
+        self.step_stat_names = (*names, "grad_norm")
+        return torch.cat([total, grad.reshape(1)])
 
     def _update_with_batch(  # type: ignore[override]
         self, batch: MAPPOBatchProtocol, batch_size: int | None, repeat: int
@@ -507,18 +512,11 @@ class MultiAgentPPO(PPO):
                 rows.append(self._minibatch_step(mb))
         self.gradient_steps += steps
         self.update_count += 1
-        means = torch.stack(rows).double().mean(0).tolist() if rows else [0.0] * 7
-        loss_m, policy_m, value_m, ent_m, kl_m, clip_m, grad_m = (float(v) for v in means)
+        means = dict(zip(self.step_stat_names, torch.stack(rows).double().mean(0).tolist())) if rows else {}
         self.critic_history.append((self.batch_stats.get("explained_variance", 0.0),
                                     self.batch_stats.get("return_scale", 1.0), self.batch_stats.get("return_std", 0.0)))
-        return MAPPOTrainingStats(
-            loss=loss_m,
-            policy_loss=policy_m,
-            value_loss=value_m,
-            entropy=ent_m,
-            approx_kl=kl_m,
-            clip_fraction=clip_m,
-            grad_norm=grad_m,
+        return MAPPOTrainingStats.with_loss_stats(
+            means,
             explained_variance=self.batch_stats.get("explained_variance", 0.0),
             return_scale=self.batch_stats.get("return_scale", 1.0),
             return_std=self.batch_stats.get("return_std", 0.0),
