@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class TrainingMix:
     trainer's settings (tianshou's on-policy trainer collects from, and updates on the buffer of,
     ``params.training_collector``)."""
 
-    def __init__(self, schedule: ScenarioSchedule, collectors: Sequence, envs: Sequence) -> None:
+    def __init__(self, schedule: ScenarioSchedule, collectors: Sequence[Any], envs: Sequence[Any]) -> None:
         if not len(collectors) == len(envs) == len(schedule.shares):
             raise ValueError("one collector and one vector env per training scenario")
         self.schedule = schedule
@@ -123,13 +123,13 @@ class TrainingMix:
         self.envs = list(envs)
         self.current = 0
 
-    def select(self, params, env_step: int) -> int:
+    def select(self, params: Any, env_step: int) -> int:
         """Point ``params.training_collector`` at the scenario of the collection starting at ``env_step``."""
         self.current = self.schedule.index_at(env_step)
         params.training_collector = self.collectors[self.current]
         return self.current
 
     @property
-    def current_envs(self):
+    def current_envs(self) -> Any:
         """The vector env of the scenario selected last."""
         return self.envs[self.current]
