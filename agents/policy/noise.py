@@ -71,11 +71,6 @@ def gumbel_noise(u: Tensor) -> Tensor:
     return -torch.log(-torch.log(u.clamp(min=1e-20, max=1.0 - 1e-7)))
 
 
-def gumbel_argmax(logits: Tensor, u: Tensor) -> Tensor:
-    """A sample of ``softmax(logits)`` over the last axis by the Gumbel-max trick on uniforms ``u``."""
-    return (logits + gumbel_noise(u)).argmax(-1)
-
-
 def required_noise(noise: ActNoise | None, name: str) -> Tensor:
     """``noise``'s draw ``name``; a clear error where the caller drew none."""
     u = None if noise is None else getattr(noise, name)
