@@ -189,9 +189,6 @@ def _plan_line(spec) -> str:
         return f"plan: the final evaluation, at {done} env steps (the run stopped before it ended); no training"
     planned = t.planned_env_steps(done)
     first, epoch_len, epochs = t.interval_plan(done)
-    if planned is None:
-        return (f"plan: {t.steps} env steps in {epochs} evaluation interval(s) of {epoch_len}; "
-                f"collections of {t.collect_episodes} whole episodes (the total depends on episode lengths)")
     rest = f"; the first finishes the interval the run stopped in, {first} steps" if first != epoch_len else ""
     return (f"plan: {planned} env steps ({epochs} evaluation interval(s) of {epoch_len} steps, each rounded up to "
             f"whole collection batches of {t.collection_batch()}{rest}; --steps was {t.steps})")

@@ -104,9 +104,8 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
 
 def run(args: argparse.Namespace) -> int:
     from agents.baselines.start_floor import FLOOR_OPTION
-    from agents.evaluation.ablations import (
-        ABLATIONS, markdown, plot_variants, run_dir, summarise, variant_rows, write_csv,
-    )
+    from agents.evaluation.ablations import ABLATIONS, plot_variants, run_dir, summarise, variant_rows
+    from agents.evaluation.ablations_page import markdown, write_csv
     from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
     from agents.evaluation.results import report_seeds, steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers

@@ -44,6 +44,8 @@ import numpy as np  # noqa: E402
 
 from agents.baselines.specs import all_schedulers  # noqa: E402
 from agents.baselines.specs import is_scheduler_spec as is_spec  # noqa: E402
+from agents.evaluation.columns import markdown_lines  # noqa: E402
+from agents.evaluation.formatting import MISSING, fmt  # noqa: E402
 from agents.evaluation.runner import SchedulerSpec, bound_durations, resolve_schedulers, run_evaluation  # noqa: E402
 from agents.evaluation.summary import mean_halfwidth  # noqa: E402
 from agents.json_files import json_safe  # noqa: E402
@@ -121,31 +123,28 @@ def summarise_bound(seeds: Sequence[int], bound: Sequence[np.ndarray]) -> dict[s
     return _interval(seeds, [float(np.mean(b)) for b in bound])
 
 
-def _fmt(x: float, digits: int = 2) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+def table_cells(scenario: str, name: str, s: dict[str, Any]) -> list[str]:
+    """One scheduler's row: a failed one says why, its other cells missing."""
+    if "error" in s:
+        return [scenario, name, f"failed: {s['error']}", *[MISSING] * 5]
+    return [scenario, name, fmt(s["mean_jct"]), fmt(s["ci95"]), fmt(s["decision_ms"], 3), fmt(s["steps"], 0),
+            str(s["truncated"]), str(s["invalid"])]
 
 
 def markdown_table(results: dict[str, dict[str, Any]], num_seeds: int) -> str:
     """One row per (scenario, scheduler), schedulers sorted by mean JCT, bound last."""
-    lines = [
-        f"Mean JCT (real steps) over {num_seeds} seed(s), ± half-width of the 95% CI (t over per-seed means)",
-        "",
-        "| scenario | scheduler | mean JCT | ± 95% CI | decision ms/step | steps | truncated | invalid |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for scenario, res in results.items():
         scheds = sorted(res["schedulers"].items(), key=lambda kv: (not math.isfinite(kv[1]["mean_jct"]), kv[1]["mean_jct"]))
-        for name, s in scheds:
-            if "error" in s:
-                lines.append(f"| {scenario} | {name} | failed: {s['error']} | | | | | |")
-                continue
-            lines.append(
-                f"| {scenario} | {name} | {_fmt(s['mean_jct'])} | {_fmt(s['ci95'])} | {_fmt(s['decision_ms'], 3)} "
-                f"| {_fmt(s['steps'], 0)} | {s['truncated']} | {s['invalid']} |"
-            )
+        rows += [table_cells(scenario, name, s) for name, s in scheds]
         b = res[BOUND]
-        lines.append(f"| {scenario} | *{BOUND}* | {_fmt(b['mean_jct'])} | {_fmt(b['ci95'])} | | | | |")
-    return "\n".join(lines)
+        rows.append([scenario, f"*{BOUND}*", fmt(b["mean_jct"]), fmt(b["ci95"]), *[MISSING] * 4])
+    return "\n".join([
+        f"Mean JCT (real steps) over {num_seeds} seed(s), ± half-width of the 95% CI (t over per-seed means)",
+        "",
+        *markdown_lines(["scenario", "scheduler", "mean JCT", "± 95% CI", "decision ms/step", "steps", "truncated",
+                         "invalid"], rows),
+    ])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -20,7 +20,7 @@ over more seeds on a machine without the earlier run directories; a stored seed 
 (its stored recipe differs from what the command resolves to now) is refused, naming the keys, and
 ``--restart`` deletes the scenario's stored seeds first. Then every baseline runs on the same
 held-out workloads, and ``<out>/<scenario>.{csv,json,md,png}`` and ``<out>/README.md`` are written
-(:mod:`agents.evaluation.results`). The page also says where the time goes, from the same episodes,
+(:mod:`agents.evaluation.results`, :mod:`agents.evaluation.results_page`, :mod:`agents.evaluation.results_index`). The page also says where the time goes, from the same episodes,
 and what lost Bayes claims cost: the first seed's weights run once more with conflicts resolved
 without a loss (:mod:`agents.evaluation.diagnosis`; every seed file holds its own such run).
 ``--ship DIR`` copies seed 0's ``best.pt`` to ``DIR/<scenario>.pt``. ``--train-only`` stops after
@@ -74,7 +74,9 @@ def write_indexes(out: Path, ship: Path | None) -> list[Path]:
     """Every ``<out>/<scenario>.md`` again from its JSON, ``<out>/README.md``; the top-level README's
     results table when ``out`` is this project's ``docs/results``; ``<ship>/README.md`` when checkpoints
     are shipped."""
-    from agents.evaluation.results import checkpoint_index, read_all, update_readme, write_index, write_scenario_page
+    from agents.evaluation.results import read_all
+    from agents.evaluation.results_index import checkpoint_index, update_readme, write_index
+    from agents.evaluation.results_page import write_scenario_page
 
     written = [write_scenario_page(out, r) for r in read_all(out, SCENARIO_ORDER)]
     index = write_index(out, INDEX_COMMAND, SCENARIO_ORDER)
@@ -168,10 +170,17 @@ def run(args: argparse.Namespace) -> int:
         seed_row,
         steps_to_beat,
         validation_rival,
-        write_scenario_results,
     )
+    from agents.evaluation.results_page import write_scenario_results
     from agents.evaluation.runner import default_workers, resolve_schedulers
-    from agents.evaluation.seed_runs import SeedRun, machine_device, recipe_fingerprint, resolve_recipe, train_runs
+    from agents.evaluation.seed_runs import (
+        SeedRun,
+        machine_device,
+        recipe_fingerprint,
+        resolve_recipe,
+        seed_range,
+        train_then_evaluate,
+    )
     from agents.evaluation.seed_store import (
         evaluate_seed,
         heldout_means,
@@ -194,9 +203,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.config:
         raise ConfigError("--config is required (a scenario name, e.g. synthetic-3)")
-    for name, low in (("seeds", 1), ("first_seed", 0)):
-        if getattr(args, name) < low:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    seeds = seed_range(args)
     device = machine_device(args)
     try:
         heldout = report_seeds(args.heldout)
@@ -204,7 +211,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--heldout: {exc}") from None
     spec = prepare_run(args.config)  # the recipe, resolved (bad YAML: ConfigError before anything runs)
     scenario = spec.scenario.name
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs = {s: SeedRun(f"seed {s}", args.config, s, Path(args.runs) / scenario / f"s{s}") for s in seeds}
     if args.restart and seed_dir(out, scenario).is_dir():
         shutil.rmtree(seed_dir(out, scenario))
@@ -226,14 +232,10 @@ def run(args: argparse.Namespace) -> int:
         stored[run_.seed] = doc
         print(f"{run_.label}: wrote {write_seed(seed_path(out, scenario, run_.seed), doc)}", flush=True)
 
-    failed = train_runs([runs[s] for s in seeds if s not in stored], device, args.parallel, args.threads,
-                        on_finished=None if args.train_only else evaluate)
-    if failed:
-        print(f"reproduce.py: training failed for {', '.join(r.label for r in failed)}; the seeds that finished "
-              f"are stored in {seed_dir(out, scenario)}, no page written", file=sys.stderr)
-        return 1
-    if args.train_only:
-        return 0
+    code = train_then_evaluate("reproduce.py", [runs[s] for s in seeds if s not in stored], args, device, evaluate,
+                               seed_dir(out, scenario))
+    if code is not None:
+        return code
 
     # held out: every baseline on the same workloads as the stored seeds
     baselines = resolve_schedulers("all", (), cfg)

@@ -14,7 +14,7 @@ short budget: every run, the recipe's included, trains STEPS env steps in
 trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
 Then every seed's ``best.pt`` is scored again on the recipe's validation workloads beside optimus
 (preemptive and not; the better of them is the rival whose mean the env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
-(:mod:`agents.evaluation.tuning`). Held-out workloads are never run: they only report, in
+(:mod:`agents.evaluation.tuning`, :mod:`agents.evaluation.tuning_page`). Held-out workloads are never run: they only report, in
 ``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
@@ -77,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, VALIDATION_KEYS, TuningRow, document, markdown, page_stem, parse_candidate, probe_overrides,
-        run_dir, sets_probe_key, summarise, write_csv,
+        PROBE_KEY, VALIDATION_KEYS, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key,
+        summarise,
     )
+    from agents.evaluation.tuning_page import document, markdown, write_csv
     from agents.training.checkpoints import BEST, RESULT_FILE
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES

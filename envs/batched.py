@@ -742,6 +742,7 @@ class BatchedEdgeClusters:
             self.max_alloc, col.time, col.cpu, col.gpu, col.progress,
             col.free_cpu, col.free_gpu, col.queue, col.running_tasks, *out.values(),
         )
+        out["multi_mode"] = np.full((R, 1), not self.single, dtype=np.int8)
         return out
 
     # ------------------------------------------------------------------ results

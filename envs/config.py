@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -257,8 +258,19 @@ class ScenarioConfig(ConfigSection):
 # Loading
 # ---------------------------------------------------------------------------------------
 def available_scenarios() -> list[str]:
-    """Names of the scenarios shipped in ``configs/``."""
-    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml") if not p.stem.startswith("_"))
+    """Names of the scenarios shipped in ``configs/`` (a recipe file, one with a :data:`BASE_KEY`, trains
+    on another file's scenario and is not one of them)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml") if not p.stem.startswith("_") and not is_recipe_file(p))
+
+
+#: the top-level key of a recipe file: the scenario (a name or YAML path) whose scenario part it reads,
+#: its own top-level keys laid over that scenario's (e.g. ``configs/generalist-synthetic.yaml``)
+BASE_KEY = "base"
+
+
+def is_recipe_file(path: Path) -> bool:
+    """Whether the YAML at ``path`` names a :data:`BASE_KEY` at its top level."""
+    return re.search(rf"^{BASE_KEY}:", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE) is not None
 
 
 #: sections of a scenario YAML that are not the scenario: the training recipe (``train:``, read by
@@ -282,8 +294,25 @@ def split_scenario_yaml(name_or_path: str | Path) -> tuple[Path, dict[str, Any],
     path, raw = read_scenario_yaml(name_or_path)
     sections = _pop_sections(path, raw, "")
     _quick_sections(path, raw.pop(QUICK_SECTION, None))  # not the scenario: checked, set aside
+    if BASE_KEY in raw:
+        raw = {**_base_scenario(path, raw.pop(BASE_KEY)), **raw}
     raw.setdefault("name", path.stem)
     return path, raw, sections
+
+
+def _base_scenario(path: Path, base: Any) -> dict[str, Any]:
+    """The scenario part of a recipe file's :data:`BASE_KEY` (its name left out: the recipe file names
+    the scenario it defines); ConfigError for a base that is not a scenario file or is a recipe file."""
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: '{BASE_KEY}' must name a scenario (configs/<name>.yaml or a YAML path)")
+    base_path, raw = read_scenario_yaml(base)
+    if base_path.resolve() == path.resolve() or BASE_KEY in raw:
+        raise ConfigError(f"{path}: '{BASE_KEY}: {base}' must name a scenario file, not a recipe file "
+                          f"with its own '{BASE_KEY}'")
+    _pop_sections(base_path, raw, "")
+    raw.pop(QUICK_SECTION, None)
+    raw.pop("name", None)
+    return raw
 
 
 def _pop_sections(path: Path, raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:

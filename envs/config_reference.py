@@ -37,7 +37,9 @@ Generated from the config dataclasses by `python -m envs.config_reference > docs
 (`tests/test_config_reference.py` fails when this page is stale). A scenario YAML
 (`configs/<name>.yaml`) holds the scenario keys at the top level, the recipe in its optional
 `policy:` and `train:` sections, and the quick recipe in an optional `quick:` section (its own
-`policy:` and `train:` values, laid over the recipe by `train.py --quick`). On the command line,
+`policy:` and `train:` values, laid over the recipe by `train.py --quick`). A recipe file names a
+scenario under `base:` (`base: hetero-6`) and trains on that scenario's keys, its own top-level keys
+laid over them; it is not listed among the scenarios (`configs/generalist-synthetic.yaml`). On the command line,
 `train.<key>=v` and `policy.<key>=v` set those sections, any other `key=v` (or `scenario.<key>=v`)
 the scenario; dotted keys reach nested fields (`connectivity.model=random_subset`). Precedence,
 lowest first: these defaults, the YAML (with `--quick`, its `quick:` section over the recipe), the

@@ -16,7 +16,11 @@ A section is a dataclass that also derives from :class:`ConfigSection` and decla
   valid) or only when :meth:`~ConfigSection.validate` is called (``train``: built in layers --
   defaults, YAML, CLI flags, ``key=value`` overrides -- and validated once at the end);
 * ``NULL_IS_DEFAULT``: the keys whose null (an empty YAML value) reads as "not given", so the
-  default applies (``scenario.trace``, ``scenario.switch_overhead``); elsewhere null is a value.
+  default applies (``scenario.trace``, ``scenario.switch_overhead``); elsewhere null is a value;
+* ``REMOVED``: keys the section had once, each with its old default. A stored section (a checkpoint's)
+  is read through :meth:`ConfigSection.without_removed`: a removed key at its old default is dropped,
+  since it changed nothing, and any other value is refused, naming the key; as an override or in a
+  YAML, a removed key is unknown like any other.
 
 Values from YAML or the command line are typed by :func:`coerce` (``4.0`` for an ``int``, lists for
 tuples; a string is never a number, a bool never an int): :func:`apply_values` assigns them
@@ -202,6 +206,13 @@ def apply_values(obj: Any, section: str, values: Mapping[str, Any]) -> None:
         setattr(obj, key, coerce(section, key, value, hints[key]))
 
 
+def _same_value(value: Any, default: Any) -> bool:
+    """``value`` equals ``default`` as a stored config holds it (a bool never equals a number)."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return isinstance(value, bool) and isinstance(default, bool) and value == default
+    return value == default
+
+
 # ---------------------------------------------------------------------------------------
 # declarative checks
 # ---------------------------------------------------------------------------------------
@@ -307,6 +318,7 @@ class ConfigSection:
     CHECKS: ClassVar[tuple[Check, ...]] = ()
     VALIDATE_ON_INIT: ClassVar[bool] = True
     NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset()
+    REMOVED: ClassVar[Mapping[str, Any]] = {}
 
     def __post_init__(self) -> None:
         if self.VALIDATE_ON_INIT:
@@ -356,6 +368,22 @@ class ConfigSection:
             else:
                 raise ConfigError(f"missing required {section} key {f.name!r}")
         run_checks(section, cls.CHECKS, full)
+
+    @classmethod
+    def without_removed(cls, values: Mapping[str, Any], section: str | None = None) -> dict[str, Any]:
+        """``values`` (a stored section, e.g. a checkpoint's) without the :attr:`REMOVED` keys that hold
+        their old default; a removed key holding another value raises :class:`ConfigError` naming it
+        (the stored run used an option this version no longer has)."""
+        section = section or cls.SECTION
+        out = dict(values)
+        for key, default in cls.REMOVED.items():
+            if key not in out:
+                continue
+            value = out.pop(key)
+            if not _same_value(value, default):
+                raise ConfigError(f"{section}.{key}={value!r}: the option {section}.{key} has been removed; "
+                                  f"only its old default ({default!r}) can still be read")
+        return out
 
     def apply(self: S, values: Mapping[str, Any]) -> S:
         """Assign ``values`` (typed, :func:`apply_values`; unknown keys raise); does not validate.

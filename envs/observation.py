@@ -26,7 +26,7 @@ LOG_NORM = 100.0
 #: observation keys, in the documented order
 KEYS = (
     "pending_x", "pending_mask", "pending_where", "pending_min", "alloc_high", "feasible",
-    "running_x", "running_mask", "cluster_x",
+    "running_x", "running_mask", "cluster_x", "multi_mode",
 )
 
 
@@ -187,6 +187,7 @@ class ObservationSpec:
             "running_x": ((N, M, self.Fr), np.float32),
             "running_mask": ((N, M), np.int8),
             "cluster_x": ((N, self.Fc), np.float32),
+            "multi_mode": ((1,), np.int8),
         }
 
     def bounds(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -373,6 +374,7 @@ class ObservationBuilder:
             "running_x": running_x,
             "running_mask": rmask.view(np.int8),
             "cluster_x": cluster_x,
+            "multi_mode": np.array([not spec.single], dtype=np.int8),
         }
 
 

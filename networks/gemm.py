@@ -7,7 +7,7 @@ without padding nearly every bfloat16 call would build a new kernel, many times 
 product at a repeated shape. :func:`linear` pads the rows up to one of
 :data:`BUCKETS_PER_OCTAVE` sizes per power of two (at most 1/8 extra rows, at least
 :data:`MIN_ROW_STEP`), so shapes repeat and kernels are reused. Float32, accelerators and
-compiled graphs take the plain ``F.linear`` (the same numbers as before, bit for bit).
+compiled graphs take the plain ``F.linear`` (bit for bit what ``nn.Linear`` gives).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir in
 
 from agents.evaluation.ablations import ABLATIONS, CURVE_CEILING, CURVE_FLOOR, CURVE_HEADROOM, RECIPE, curve_ylim, run_dir
 from agents.training.prepare import prepare_run
-from envs.config import available_scenarios
+from envs.config import ConfigError, available_scenarios, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,8 +48,14 @@ def test_the_variants_cover_the_issue_list_and_apply_to_every_scenario():
             "vanilla", "paper-size", "per-cluster-reward", "agent-id", "claim-penalty"} <= set(ABLATIONS)
     assert ABLATIONS["floor-online"].floor == "online" and ABLATIONS["floor-oracle"].floor == "scenario"
     for scenario in available_scenarios():
+        other_counts = {s.num_clusters for s in prepare_run(scenario).trained_on} != {load_scenario(scenario).num_clusters}
         for a in ABLATIONS.values():
-            prepare_run(scenario, list(a.overrides))  # a ConfigError would fail here
+            tied = "policy.shared_actors=false" in a.overrides or "policy.agent_id=true" in a.overrides
+            if tied and other_counts:  # per-agent parameters cannot train on other cluster counts
+                with pytest.raises(ConfigError, match="per-agent parameters"):
+                    prepare_run(scenario, list(a.overrides))
+            else:
+                prepare_run(scenario, list(a.overrides))  # a ConfigError would fail here
 
 
 def test_run_directories_share_the_recipes_runs_with_reproduce(tmp_path):

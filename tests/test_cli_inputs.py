@@ -80,6 +80,58 @@ def test_shipped_checkpoint_loads_with_weights_only(path):
     assert checkpoint_eval_action(meta, path) == prepare_run(path.stem).train.eval_action
 
 
+#: a removed train option (TrainConfig.REMOVED) and a value other than its old default
+REMOVED_SET = {"init_from": "runs/x/best.pt", "collect_episodes": 4, "buffer_per_env": 512}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "checkpoints").glob("*.pt")), ids=lambda p: p.stem)
+def test_shipped_checkpoint_with_removed_options_resumes(path, tmp_path):
+    """The shipped files hold the options removed since they were trained, at their old defaults: the
+    reader drops them, so ``train.py --resume`` and ``evaluate.py --checkpoint`` still take the files."""
+    from agents.training.prepare import prepare_run
+
+    assert set(TrainConfig.REMOVED) == set(REMOVED_SET)
+    raw = torch.load(path, map_location="cpu", weights_only=True)
+    assert set(TrainConfig.REMOVED) <= set(raw["train_config"])  # what this test is about
+    from agents.training.checkpoints import load_checkpoint
+
+    train = load_checkpoint(path)["train_config"]
+    assert not set(TrainConfig.REMOVED) & set(train)
+    assert TrainConfig.from_dict(train).to_dict() == {**TrainConfig().to_dict(), **train}
+    done = int(raw["counters"]["env_step"])
+    spec = prepare_run(None, [], flags={"steps": done + 1, "logdir": str(tmp_path)}, resume=str(path))
+    assert spec.resume is not None and spec.train.steps == done + 1 and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("key", sorted(REMOVED_SET))
+def test_a_checkpoint_with_a_removed_option_set_is_refused(key, tmp_path, capsys):
+    """A removed option that changed the run (any value but its old default) cannot be honoured by a
+    resume: the file is refused in one line naming the option (exit 2). Its weights still evaluate."""
+    from agents.policy.checkpoint import checkpoint_eval_action, load_policy_checkpoint
+    from agents.training.checkpoints import load_checkpoint
+
+    data = torch.load(ROOT / "checkpoints" / "synthetic-3.pt", map_location="cpu", weights_only=True)
+    data["train_config"][key] = REMOVED_SET[key]
+    path = tmp_path / "last.pt"
+    torch.save(data, path)
+    with pytest.raises(CheckpointError, match=rf"train\.{key}=.*has been removed"):
+        load_checkpoint(path)
+    _, meta = load_policy_checkpoint(path)
+    assert checkpoint_eval_action(meta, path) == "argmax"
+    assert train_cli.main(["--resume", str(path), "--steps", "10000000", "--logdir", str(tmp_path / "runs")]) == 2
+    assert f"train.{key}" in one_line_error(capsys.readouterr().err, "train.py")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("key", sorted(REMOVED_SET))
+def test_a_removed_option_is_an_unknown_key(key, tmp_path, capsys):
+    """Given now, as an override or in a recipe, a removed option is unknown like any other key."""
+    assert train_cli.main(["--config", "sjf-3", f"train.{key}={REMOVED_SET[key]}", "--logdir", str(tmp_path)]) == 2
+    assert f"unknown train key {key!r}" in one_line_error(capsys.readouterr().err, "train.py")
+    with pytest.raises(ConfigError, match=f"unknown train key {key!r}"):
+        TrainConfig.from_dict({key: TrainConfig.REMOVED[key]})  # even at its old default
+
+
 def test_every_scenario_ships_a_checkpoint():
     from envs.config import available_scenarios
 
@@ -300,7 +352,6 @@ def test_steps_rounding_rule():
     assert {grid.planned_env_steps(d) for d in (0, 20, 40, 60, 100)} == {120}
     assert grid.interval_plan(30) == (40, 40, 3)  # off the collection grid: the steps left planned afresh
     assert grid.interval_plan(120) == (1, 1, 1)  # at the planned end: one more collection, as before
-    assert TrainConfig(collect_episodes=4).planned_env_steps() is None
 
 
 def test_short_run_reports_rounding_eval_lines_and_best_step(tmp_path, capsys, monkeypatch):
@@ -349,3 +400,15 @@ def test_package_discovery_covers_every_package_folder():
             assert name in found, f"{name} is not packaged"
     assert not any("__pycache__" in name for name in found)
     assert "envs.data" in conf["package-data"]
+
+
+def test_a_stored_recipe_with_a_removed_option_set_differs_from_today_s():
+    from agents.evaluation.seed_runs import fingerprint_differences, recipe_fingerprint
+    from agents.training.prepare import prepare_run
+
+    spec = prepare_run("sjf-3")
+    saved = recipe_fingerprint(spec)
+    saved["train"] = {**saved["train"], **TrainConfig.REMOVED}  # saved before the options went: old defaults
+    assert fingerprint_differences(saved, spec) == []
+    saved["train"]["collect_episodes"] = 4
+    assert fingerprint_differences(saved, spec) == ["train.collect_episodes: run 4, an option this version removed"]

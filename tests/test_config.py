@@ -64,6 +64,33 @@ def test_all_seven_scenarios_are_listed():
     assert available_scenarios() == sorted(SCENARIOS)
 
 
+def test_a_recipe_file_reads_its_base_scenario_and_lays_its_own_keys_over_it(tmp_path):
+    from envs.config import split_scenario_yaml
+
+    path = tmp_path / "family.yaml"
+    path.write_text("base: hetero-6\nnum_tasks: 24\ntrain:\n  lr: 0.001\n")
+    _, raw, sections = split_scenario_yaml(path)
+    cfg = load_scenario(str(path))
+    base = load_scenario("hetero-6")
+    assert (cfg.name, cfg.num_tasks) == ("family", 24)
+    assert (cfg.capacities, cfg.mode, cfg.arrival_rate) == (base.capacities, base.mode, base.arrival_rate)
+    assert sections["train"] == {"lr": 0.001} and "base" not in raw
+    # the shipped recipe file is a recipe on hetero-6, not a scenario of its own
+    assert "generalist-synthetic" not in available_scenarios()
+    assert load_scenario("generalist-synthetic").capacities == base.capacities
+
+
+@pytest.mark.parametrize("text, message", [
+    ("base: 3\n", "must name a scenario"),
+    ("base: no-such-scenario\n", "unknown scenario"),
+    ("base: generalist-synthetic\n", "not a recipe file"),
+])
+def test_a_bad_base_is_refused_naming_it(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert message in error_of(load_scenario, str(path))
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_scenario_loads_with_the_documented_parameters(name):
     cfg = load_scenario(name)

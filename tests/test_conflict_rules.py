@@ -8,7 +8,7 @@ import torch
 
 from agents.policy.config import PolicyConfig
 from agents.policy.conflict_rules import (
-    CONFLICT_RULES, BayesRule, BayesStartRule, ConflictRule, RoomRule, SequentialRule, conflict_rule,
+    CONFLICT_RULES, BayesRule, ConflictRule, RoomRule, SequentialRule, conflict_rule,
 )
 from agents.policy.distribution import JointDistribution, MaskedCategorical
 from agents.policy.modes import CONFLICT_MODES, SEQUENTIAL_MODES
@@ -25,8 +25,8 @@ def test_every_conflict_mode_has_one_rule():
     assert set(CONFLICT_RULES) == set(CONFLICT_MODES)
     assert all(issubclass(rule, ConflictRule) for rule in CONFLICT_RULES.values())
     assert {m for m, rule in CONFLICT_RULES.items() if issubclass(rule, SequentialRule)} == set(SEQUENTIAL_MODES)
-    rule = conflict_rule(PolicyConfig(conflicts="bayes-start", prior="code"))
-    assert isinstance(rule, BayesStartRule) and isinstance(rule, BayesRule) and rule.prior == "code"
+    rule = conflict_rule(PolicyConfig(conflicts="bayes", prior="code"))
+    assert isinstance(rule, BayesRule) and rule.prior == "code"
     assert isinstance(conflict_rule(PolicyConfig(conflicts="room")), RoomRule)
 
 

@@ -83,7 +83,7 @@ def _result(extra: dict, conflicts: int):
 
 
 def test_the_summary_pools_the_episodes_and_the_page_says_it():
-    from agents.evaluation.results import coordination_sentence
+    from agents.evaluation.results_page import coordination_sentence
     from agents.evaluation.summary import coordination_stats, coordination_text
 
     a = {"contested": 10, "distinct": 30.0, "uniform": 25.0, "matching": 40.0, "real_steps": 20, "idle_ends": 5}
@@ -99,7 +99,8 @@ def test_the_summary_pools_the_episodes_and_the_page_says_it():
 
 
 def test_a_page_states_the_critic_at_the_end_of_each_run():
-    from agents.evaluation.results import SeedRow, critic_text
+    from agents.evaluation.results import SeedRow
+    from agents.evaluation.results_page import critic_text
 
     base = dict(env_steps=1, wall_s=1.0, device="cpu", env_steps_per_s=None, best_env_step=None, validation_best=None,
                 steps_to_beat_rival=None, heldout_mean_jct=None, heldout_ci95=None, best_non_oracle=None,

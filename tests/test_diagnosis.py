@@ -9,7 +9,8 @@ import pytest
 
 from agents.evaluation import diagnosis
 from agents.evaluation.diagnosis import time_split
-from agents.evaluation.results import RecipeResults, read_results, scenario_markdown, write_scenario_results
+from agents.evaluation.results import RecipeResults, read_results
+from agents.evaluation.results_page import scenario_markdown, write_scenario_results
 from envs.scheduling import EpisodeResult
 
 
@@ -67,14 +68,14 @@ def test_a_type_with_no_finished_task_has_no_means():
 
 def test_the_counterfactual_runs_the_other_conflict_mode(monkeypatch):
     """Bayes' rule is measured against no lost claims, agents choosing in turn against Bayes' rule;
-    a mode with no counterpart runs nothing."""
+    a mode with no counterpart (none of today's: ``other`` stands for one) runs nothing."""
     from types import SimpleNamespace
 
     from agents.evaluation.runner import SchedulerSpec
 
-    assert [diagnosis.counterfactual_conflicts(m) for m in ("bayes", "room", "sequential", "bayes-start")] == \
+    assert [diagnosis.counterfactual_conflicts(m) for m in ("bayes", "room", "sequential", "other")] == \
         ["room", "bayes", "bayes", None]
-    run = SimpleNamespace(specs=[SchedulerSpec(name="tapfinger-s0", checkpoint="x.pt", conflicts="bayes-start")])
+    run = SimpleNamespace(specs=[SchedulerSpec(name="tapfinger-s0", checkpoint="x.pt", conflicts="other")])
     called = []
     monkeypatch.setattr(diagnosis, "run_evaluation", lambda *a, **k: called.append(a))
     assert diagnosis.conflict_counterfactual(run, "tapfinger-s0", "optimus") is None
@@ -166,7 +167,8 @@ def test_every_committed_page_is_what_its_json_renders_to_and_says_where_the_tim
     """A page left in an older format (or edited by hand) fails; ``reproduce.py --index-only`` rewrites them."""
     import shutil
 
-    from agents.evaluation.results import read_all, write_scenario_page
+    from agents.evaluation.results import read_all
+    from agents.evaluation.results_page import write_scenario_page
 
     results = Path(__file__).resolve().parent.parent / "docs" / "results"
     shutil.copytree(results, tmp_path / "results")

@@ -443,4 +443,4 @@ def test_report_puts_paper_numbers_next_to_ours(tmp_path):
     ours = "%.1f%% / %.1f%%" % (100 * syn["reduction"]["optimus"], 100 * (1 - tap["median_jct"] / opt["median_jct"]))
     assert f"| optimus | {ours} | 25.1% / 28.6% |" in section  # ours next to the paper's reduction
     multi_section = text[text.index("## multi-3"):]
-    assert "No shipped checkpoint" in multi_section and "| TapFinger (paper only) | – | – | 4.29 |" in multi_section
+    assert "No shipped checkpoint" in multi_section and "| TapFinger (paper only) | n/a | n/a | 4.29 |" in multi_section

@@ -345,6 +345,26 @@ def test_same_weights_run_at_n3_and_n6(policy3):
         unshared.act(batch_of(obs6))
 
 
+
+def test_a_policy_that_observes_the_mode_reads_the_multi_mode_flag(syn3):
+    _, spec, obs = syn3
+    batch = batch_of(obs[:4])
+    assert batch["multi_mode"].tolist() == [[0]] * 4, "synthetic-3 runs in single mode"
+    multi = drive(load_scenario("multi-3"), seed=2, steps=2)[1]
+    assert batch_of(multi)["multi_mode"].flatten().tolist() == [1] * len(multi)
+    flipped = {**batch, "multi_mode": torch.ones_like(batch["multi_mode"])}
+    torch.manual_seed(0)
+    sees = TapFingerPolicy(spec, PolicyConfig(observe_mode=True, **SMALL)).eval()
+    torch.manual_seed(0)
+    blind = TapFingerPolicy(spec, PolicyConfig(**SMALL)).eval()
+    assert not torch.allclose(sees.value(batch), sees.value(flipped))
+    assert torch.equal(blind.value(batch), blind.value(flipped)), "without observe_mode the flag is not read"
+    # the flag is one more encoder input: the shapes of the two policies differ only there
+    a, b = sees.state_dict(), blind.state_dict()
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k].shape != b[k].shape], "the cluster input is one feature wider"
+
+
 # ------------------------------------------------------------------------ checkpoints
 def test_checkpoint_round_trip(tmp_path, syn3, policy3):
     cfg, _, obs = syn3

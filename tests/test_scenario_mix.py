@@ -67,14 +67,17 @@ def test_shares_default_to_equal_and_are_normalised():
     (["train.scenarios=[sjf-3]", "train.scenario_order=shuffle"], "scenario_order"),
     (["train.scenarios=[no-such-scenario]"], "unknown scenario"),
     (["train.scenarios=[synthetic-3]"], "mode"),  # sjf-3 is a multi-mode scenario
+    (["train.scenarios=[sjf-3,sjf-1s]", "policy.observe_mode=true", "train.gamma=null"], "set train.gamma"),  # single mode
     (["train.scenarios=[hetero-6]"], "task types"),  # multi mode, other task types
 ])
 def test_bad_training_scenarios_exit_2_in_one_line_before_any_work(overrides, message, tmp_path, capsys):
+    single = _variant(tmp_path, "sjf-1s", mode="single")
+    overrides = [o.replace("sjf-1s", single) for o in overrides]
     argv = ["--config", "sjf-3", *TINY, *FAST, "policy.shared_actors=true", *overrides, "--logdir", str(tmp_path)]
     assert train_cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert not any(tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sjf-1s.yaml"], "no run directory"
 
 
 def test_per_agent_parameters_cannot_train_on_another_cluster_count(tmp_path):
@@ -129,3 +132,23 @@ def test_a_mixture_resumes_where_it_stopped(tmp_path):
     resumed = prepare_run(None, ["train.steps=160"], resume=str(half.run_dir / LAST))
     run_training(resumed)
     assert [(s, int(k)) for s, k in _scalars(half.run_dir)["training/scenario"]] == whole
+
+
+def test_a_policy_that_sees_the_mode_trains_on_both_modes(tmp_path):
+    single = _variant(tmp_path, "sjf-3s", mode="single")
+    with pytest.raises(ConfigError, match="observe_mode"):
+        _spec(tmp_path, f"train.scenarios=[sjf-3,{single}]", "train.gamma=0.99")
+    spec = _spec(tmp_path, "train.run_name=both", f"train.scenarios=[sjf-3,{single}]", "train.gamma=0.99",
+                 "policy.observe_mode=true", steps=160)
+    assert [s.mode for s in spec.trained_on] == ["multi", "single"]
+    result = run_training(spec)
+    assert result.env_steps == 160
+    assert [int(k) for _, k in _scalars(spec.run_dir)["training/scenario"]] == [0, 0, 1, 1]
+    assert load_checkpoint(spec.run_dir / BEST)["policy_config"]["observe_mode"] is True
+
+
+def test_the_synthetic_family_recipe_trains_both_modes_and_validates_on_hetero_6(tmp_path):
+    spec = prepare_run("generalist-synthetic", [], flags={"logdir": str(tmp_path)})
+    assert spec.scenario.name == "generalist-synthetic" and spec.scenario.num_clusters == 6
+    assert [(s.name, s.mode) for s in spec.trained_on] == [("synthetic-3", "single"), ("multi-3", "multi")]
+    assert spec.policy.observe_mode and spec.train.gamma == 0.99

@@ -89,7 +89,8 @@ def test_measure_switching_runs_the_variants(overhead):
 def test_the_scenario_page_says_the_sentence_once_measured(tmp_path):
     from pathlib import Path
 
-    from agents.evaluation.results import read_results, write_scenario_page
+    from agents.evaluation.results import read_results
+    from agents.evaluation.results_page import write_scenario_page
 
     results = read_results(Path(__file__).resolve().parents[1] / "docs" / "results" / "synthetic-3.json")
     page = write_scenario_page(tmp_path, results).read_text()

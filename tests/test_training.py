@@ -375,19 +375,6 @@ def test_same_seed_same_parameters(tmp_path, monkeypatch):
     assert any(not torch.equal(a[k], c[k]) for k in a), "a different seed should give different parameters"
 
 
-def test_episode_mode_collects_whole_episodes(tmp_path):
-    spec = _spec(tmp_path, "train.run_name=episodes", "train.collect_episodes=2", "train.collect_steps=null",
-                 steps=40, envs=2)
-    result = run_training(spec)
-    sc = _scalars(spec.run_dir)
-    assert all(v == 2 for _, v in sc["training/n_collected_episodes"])
-    lengths = [v for _, v in sc["training/episode_length"]]
-    steps = [s for s, _ in sc["training/collect_speed"]]
-    # every collection is exactly two whole episodes: the step counter grows by their lengths
-    assert np.allclose(np.diff([0, *steps]), 2 * np.array(lengths))
-    assert result.env_steps == steps[-1] >= 40
-
-
 # ---------------------------------------------------------------------------------------
 # units: seeds, overrides, GAE
 # ---------------------------------------------------------------------------------------
@@ -414,8 +401,6 @@ def test_override_routing_and_typing():
     for bad in ({"lr": "abc"}, {"nope": 1}, {"envs": 1.5}, {"progress": 1}):
         with pytest.raises(ConfigError):
             TrainConfig.from_dict(bad)
-    with pytest.raises(ConfigError, match="exclusive"):
-        TrainConfig(collect_steps=10, collect_episodes=2).validate()
 
 
 def test_yaml_sections_flags_and_overrides_precedence(tmp_path):
@@ -610,35 +595,6 @@ def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
         ray.shutdown()
 
 
-# ---------------------------------------------------------------------------------------
-# train.init_from: start a new run from trained weights (transfer across scenarios)
-# ---------------------------------------------------------------------------------------
-def test_init_from_starts_another_scenario_from_trained_weights(smoke_run, tmp_path):
-    from agents.policy.checkpoint import load_policy_checkpoint
-    from agents.training.envs import training_envs
-    from agents.training.loop import build_algorithm
-    from agents.training.warmstart import init_from_checkpoint
-
-    spec, _ = smoke_run
-    src = spec.run_dir / BEST
-    trained, _ = load_policy_checkpoint(src)
-    # sjf-3 weights into a multi-3 run (shared actors: the same weights serve any N)
-    spec2 = _spec(tmp_path, f"train.init_from={src}", config="multi-3")
-    envs = training_envs(spec2.scenario, spec2.train, 0)
-    try:
-        algorithm, net = build_algorithm(spec2, envs, torch.device("cpu"))
-        fresh = {k: v.clone() for k, v in net.state_dict().items()}
-        line = init_from_checkpoint(spec2, algorithm, net)
-    finally:
-        envs.close()
-    assert "sjf-3" in line
-    for k, v in trained.state_dict().items():
-        assert torch.equal(net.state_dict()[k], v), k
-    assert any(not torch.equal(fresh[k], v) for k, v in trained.state_dict().items())
-    scaler = load_checkpoint(src)["return_scaler"]
-    assert algorithm.return_scale.state()["var"] == pytest.approx(scaler["var"])
-
-
 @pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False)])
 def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
     from agents.training.envs import training_envs
@@ -695,22 +651,3 @@ def test_linear_lr_schedule_sets_each_update_and_resumes(tmp_path):
     run_training(spec2)
     lrs = dict(_scalars(spec.run_dir)["update/lr"])
     assert lrs[80] == pytest.approx(1e-3 * (1 - 80 / 160)) and lrs[120] == pytest.approx(1e-3 * (1 - 120 / 160))
-
-
-def test_init_from_end_to_end_and_bad_inputs(smoke_run, tmp_path):
-    spec, _ = smoke_run
-    src = spec.run_dir / BEST
-    result = run_training(_spec(tmp_path, f"train.init_from={src}", "train.run_name=tuned", config="multi-3", steps=40))
-    assert result.env_steps == 40
-    assert load_checkpoint(tmp_path / "tuned" / LAST)["train_config"]["init_from"] == str(src)
-    # how the weights run (policy.conflicts, one of PolicyConfig.RUNTIME_FIELDS) may differ; the run's applies
-    seq = run_training(_spec(tmp_path, f"train.init_from={src}", "train.run_name=seq", "policy.conflicts=sequential",
-                             steps=40))
-    assert seq.env_steps == 40
-    assert load_checkpoint(tmp_path / "seq" / LAST)["policy_config"]["conflicts"] == "sequential"
-    with pytest.raises(ConfigError, match="policy.hidden=16"):  # another architecture: say what to set
-        run_training(_spec(tmp_path, f"train.init_from={src}", "policy.hidden=8", steps=40))
-    with pytest.raises(ConfigError, match="exclusive"):
-        _spec(tmp_path, f"train.init_from={src}", "train.imitate=optimus")
-    with pytest.raises(ConfigError, match="not found"):
-        run_training(_spec(tmp_path, f"train.init_from={tmp_path / 'nope.pt'}", steps=40))

@@ -201,7 +201,8 @@ def test_tune_refuses_bad_candidates_before_anything_trains(tmp_path, candidates
 
 
 def test_a_results_page_links_the_scenarios_tuning_page_when_there_is_one(tmp_path):
-    from agents.evaluation.results import read_results, write_scenario_results
+    from agents.evaluation.results import read_results
+    from agents.evaluation.results_page import write_scenario_results
 
     results = read_results(ROOT / "docs" / "results" / "multi-3.json")
     write_scenario_results(tmp_path, results)

@@ -11,18 +11,16 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from agents.evaluation import ablations, results, tuning
+from agents.evaluation import ablations, ablations_page, results, results_page, tuning, tuning_page
 from agents.evaluation.results import (
-    LEGACY_VALIDATION_RIVAL,
+    UNNAMED_FILE_RIVAL,
     RecipeResults,
     SeedRow,
     read_results,
-    scenario_markdown,
     steps_to_beat,
     validation_rival,
-    verdicts,
-    write_scenario_results,
 )
+from agents.evaluation.results_page import scenario_markdown, verdicts, write_scenario_results
 
 #: testbed-3's validation baselines, rounded: optimus (preemptive) is the weak one there
 TESTBED = {"optimus": 9.4, "optimus:preemptive=false": 7.4}
@@ -112,7 +110,7 @@ def test_a_results_file_written_when_the_rival_was_optimus_still_reads(tmp_path)
         row["steps_to_beat_optimus"] = row.pop("steps_to_beat_rival")
     (tmp_path / "tiny-3.json").write_text(json.dumps(doc))
     old = read_results(tmp_path / "tiny-3.json")
-    assert LEGACY_VALIDATION_RIVAL == "optimus" and old.validation_rival == "optimus"
+    assert UNNAMED_FILE_RIVAL == "optimus" and old.validation_rival == "optimus"
     assert [row.steps_to_beat_rival for row in old.rows] == [0, 1_000]
     assert _beat_verdict(old) == ("every seed beats optimus on validation", True, "s0: 0 steps, s1: 1,000 steps")
     assert "Validation rival: **optimus** (mean JCT 9.400 on the validation workloads);" in scenario_markdown(old)
@@ -123,15 +121,15 @@ def test_the_tuning_page_counts_to_the_rival_it_names(tmp_path):
             for s, b in ((0, 200), (1, None))]
     summaries = tuning.summarise(rows, [])
     assert summaries[0].steps_to_beat_rival == [200, None]
-    page = tuning.markdown("the command", "tiny-3", [10_000, 10_001], "tiny-3", TESTBED, "optimus:preemptive=false",
+    page = tuning_page.markdown("the command", "tiny-3", [10_000, 10_001], "tiny-3", TESTBED, "optimus:preemptive=false",
                            summaries, rows)
     assert "Rival: **optimus:preemptive=false**, the best of them" in page
     assert "| env steps to beat optimus:preemptive=false |" in page and "| 200, never |" in page
-    tuning.write_csv(tmp_path / "t.csv", rows, "optimus:preemptive=false")
+    tuning_page.write_csv(tmp_path / "t.csv", rows, "optimus:preemptive=false")
     got = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert [(x["validation_rival"], x["steps_to_beat_rival"]) for x in got] == [
         ("optimus:preemptive=false", "200"), ("optimus:preemptive=false", "")]
-    doc = tuning.document("the command", "tiny-3", [10_000], "tiny-3", TESTBED, "optimus:preemptive=false",
+    doc = tuning_page.document("the command", "tiny-3", [10_000], "tiny-3", TESTBED, "optimus:preemptive=false",
                           summaries, rows)
     assert doc["validation_rival"] == "optimus:preemptive=false"
     assert doc["summaries"][0]["steps_to_beat_rival"] == [200, None]
@@ -139,16 +137,16 @@ def test_the_tuning_page_counts_to_the_rival_it_names(tmp_path):
 
 def test_the_ablations_page_names_each_scenarios_rival():
     s = ablations.VariantSummary("tiny-3", ablations.RECIPE, 2, 7.5, 0.1, None, steps_to_beat_rival=[200, None])
-    page = ablations.markdown("the command", [500_000, 500_001], [s], {"tiny-3": {"optimus": 9.0}},
+    page = ablations_page.markdown("the command", [500_000, 500_001], [s], {"tiny-3": {"optimus": 9.0}},
                               {"tiny-3": "optimus:preemptive=false"})
     assert "validation rival: optimus:preemptive=false (the best non-oracle baseline on the validation workloads)" in page
     assert "| env steps to beat optimus:preemptive=false (validation) |" in page and "| 200, never |" in page
 
 
-@pytest.mark.parametrize("module", [results, tuning])
-def test_no_csv_column_is_the_old_name(module):
-    assert "steps_to_beat_optimus" not in module.CSV_FIELDS
-    assert {"validation_rival", "steps_to_beat_rival"} <= set(module.CSV_FIELDS)
+@pytest.mark.parametrize("table", [results_page.SEED_TABLE, tuning_page.ROW_TABLE, ablations_page.ROW_TABLE])
+def test_no_csv_column_is_the_old_name(table):
+    assert "steps_to_beat_optimus" not in table.keys
+    assert {"validation_rival", "steps_to_beat_rival"} <= set(table.keys)
 
 
 def test_every_committed_page_counts_to_its_best_validation_baseline():

@@ -160,10 +160,10 @@ def test_policy_validates_on_construction_train_when_asked():
         PolicyConfig(encoder="sparse")
     with pytest.raises(ConfigError, match=r"policy\.hidden \(30\) must be divisible by heads \(4\)"):
         PolicyConfig(hidden=30)
-    partial = TrainConfig(collect_steps=10, collect_episodes=2)  # layered: valid only once complete
-    with pytest.raises(ConfigError, match="exclusive"):
+    partial = TrainConfig(scenario_shares=(1.0,))  # layered: valid only once complete
+    with pytest.raises(ConfigError, match="scenario_shares needs one share"):
         partial.validate()
-    assert partial.apply({"collect_episodes": None}).validate() is partial
+    assert partial.apply({"scenarios": ["sjf-3"]}).validate() is partial
     with pytest.raises(ConfigError, match=r"train\.steps must be int"):
         TrainConfig(steps=1.5).validate()
     for bad, key in (({"imitate_lr": 0}, "imitate_lr"), ({"imitate_episodes": 0}, "imitate_episodes"),

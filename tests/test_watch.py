@@ -312,7 +312,8 @@ def test_the_curve_plot_spans_the_end_of_training_not_the_untrained_start(tmp_pa
 
 def test_each_results_page_shows_the_papers_figure_beside_ours():
     from agents.evaluation.reference import REDUCTION, REFERENCE, SCENARIO_TO_EXPERIMENT
-    from agents.evaluation.results import paper_markdown, read_results, scenario_markdown
+    from agents.evaluation.results import read_results
+    from agents.evaluation.results_page import paper_markdown, scenario_markdown
 
     r = read_results(ROOT / "docs" / "results" / "synthetic-3.json")
     exp, figure = SCENARIO_TO_EXPERIMENT["synthetic-3"]

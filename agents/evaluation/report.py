@@ -19,6 +19,7 @@ from agents.policy.modes import ARGMAX, SAMPLE, SAMPLE_SLOT
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from envs.progress import build_progress_functions
 
+from .formatting import MISSING, fmt, paired, percent, yes_no
 from .outputs import REPORT, RESULTS_DIR, StagedOutput, output_bytes
 from .reference import CLAIMS, REDUCTION, REFERENCE, SCENARIO_TO_EXPERIMENT, SCHEDULER_TO_ALGORITHM
 from .runner import POLICY_NAME, resolve_schedulers
@@ -64,14 +65,6 @@ def _label(path: Path) -> str:
         return str(path)
 
 
-def _fmt(v: float | None, digits: int = 2) -> str:
-    return f"{v:.{digits}f}" if v is not None else "–"
-
-
-def _pct(v: float | None) -> str:
-    return f"{100 * v:.1f}%" if v is not None else "–"
-
-
 def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command: str = "") -> str:
     """The Markdown text of ``REPORT.md`` (``command``: the command line that produced it)."""
     seeds = list(seeds)
@@ -114,19 +107,20 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
             st = s[name]
             r = ref.get(SCHEDULER_TO_ALGORITHM.get(name, ""))
             lo, hi = st["ci95"]
-            ci = f"[{lo:.2f}, {hi:.2f}]" if lo is not None else "–"
+            ci = MISSING if lo is None else f"[{fmt(lo)}, {fmt(hi)}]"
+            r = r or (None,) * 4
             lines.append(
-                f"| {name}{' (oracle)' if name in oracle else ''} | {_fmt(st['mean_jct'])} | {ci} | {_fmt(r[0]) if r else '–'} "
-                f"| {_fmt(st['median_jct'], 1)} / {_fmt(r[1], 1) if r else '–'} "
-                f"| {_fmt(st['p90_jct'], 1)} / {_fmt(r[2], 1) if r else '–'} "
-                f"| {_fmt(st['mean_tasks_in_system'])} / {_fmt(r[3]) if r else '–'} |"
+                f"| {name}{' (oracle)' if name in oracle else ''} | {fmt(st['mean_jct'])} | {ci} | {fmt(r[0])} "
+                f"| {fmt(st['median_jct'], 1)} / {fmt(r[1], 1)} "
+                f"| {fmt(st['p90_jct'], 1)} / {fmt(r[2], 1)} "
+                f"| {fmt(st['mean_tasks_in_system'])} / {fmt(r[3])} |"
             )
         missing = [a for n, a in SCHEDULER_TO_ALGORITHM.items() if a in ref and n not in s]
         for alg in missing:
             r = ref[alg]
-            lines.append(f"| {alg} (paper only) | – | – | {_fmt(r[0])} | – / {_fmt(r[1], 1)} | – / {_fmt(r[2], 1)} "
-                         f"| – / {_fmt(r[3])} |")
-        lines.append(f"| bound | {_fmt(e.summary['bound']['mean_jct'])} | | | | | |")
+            lines.append(f"| {alg} (paper only) | {MISSING} | {MISSING} | {fmt(r[0])} | {MISSING} / {fmt(r[1], 1)} "
+                         f"| {MISSING} / {fmt(r[2], 1)} | {MISSING} / {fmt(r[3])} |")
+        lines.append(f"| bound | {fmt(e.summary['bound']['mean_jct'])} |" + f" {MISSING} |" * 5)
         if oracle & set(s):
             lines += ["", "*(oracle)*: the baseline reads the true task durations; it is compared apart."]
         red = e.summary.get("reduction")
@@ -138,25 +132,13 @@ def format_report(entries: Sequence[ReportEntry], seeds: Sequence[int], command:
             others += [n for n, a in SCHEDULER_TO_ALGORITHM.items() if a in paper_red and n not in others]
             for name in others:
                 p = paper_red.get(SCHEDULER_TO_ALGORITHM.get(name, ""))
-                ours = (f"{_pct(red.get(name))} / {_pct(e.median_reduction.get(name))}"
-                        if red and name in red else "–")
-                lines.append(f"| {name} | {ours} | {f'{_pct(p[0])} / {_pct(p[1])}' if p else '–'} |")
+                ours = (f"{percent(red.get(name))} / {percent(e.median_reduction.get(name))}"
+                        if red and name in red else MISSING)
+                lines.append(f"| {name} | {ours} | {f'{percent(p[0])} / {percent(p[1])}' if p else MISSING} |")
             if exp and CLAIMS.get(exp):
                 lines += ["", f"Paper's claim: {CLAIMS[exp]}."]
         lines.append("")
     return "\n".join(lines)
-
-
-def _ci(entry: dict[str, Any] | None) -> str:
-    if not entry or entry["mean_diff"] is None:
-        return "–"
-    lo, hi = entry["ci95"]
-    return f"{entry['mean_diff']:+.2f}" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
-
-
-def _yes_no(passed: bool | None) -> str:
-    """A target's cell: ``yes``, ``no`` or ``–`` (undecided: one seed gives no interval)."""
-    return {True: "yes", False: "no", None: "–"}[passed]
 
 
 def target_table(entries: Sequence[ReportEntry]) -> list[str]:
@@ -170,8 +152,8 @@ def target_table(entries: Sequence[ReportEntry]) -> list[str]:
         f"Target: the learned policy's mean JCT below the best non-oracle baseline's with the paired "
         f"per-seed 95% interval below zero, and at most {BOUND_RATIO_TARGET:g}× the bound. Paired Δ = the "
         "policy's per-seed mean JCT minus the baseline's, mean [95% t-interval]; *below it* and "
-        f"*≤ {BOUND_RATIO_TARGET:g}× bound*: each half of the target met (yes), not met (no) or undecided (–, one "
-        "seed); *met*: both. Oracle baselines read the true task durations. *Closest baseline × bound*: the lowest ratio any baseline (oracle or not) "
+        f"*≤ {BOUND_RATIO_TARGET:g}× bound*: each half of the target met (yes), not met (no) or undecided "
+        f"({MISSING}, one seed); *met*: both. Oracle baselines read the true task durations. *Closest baseline × bound*: the lowest ratio any baseline (oracle or not) "
         "reaches, i.e. how far the bound half of the target is from every classic scheduler. A policy "
         "run with the scenario's start floor `max_start_slowdown` (marked *floor f*) reads the true durations "
         "through it, so it must also beat the best oracle baseline; *online floor f*: the same factor on "
@@ -183,23 +165,23 @@ def target_table(entries: Sequence[ReportEntry]) -> list[str]:
     ]
     for e in entries:
         if "target" not in e.summary:
-            lines.append(f"| {e.scenario} | no checkpoint | – | – | – | – | – | – | – | – | no |")
+            lines.append(f"| {e.scenario} | no checkpoint |" + f" {MISSING} |" * 8 + " no |")
             continue
-        s, t, paired = e.summary["schedulers"], e.summary["target"], e.summary["paired"]
+        s, t, pairs = e.summary["schedulers"], e.summary["target"], e.summary["paired"]
 
         def named(name: str | None) -> str:
-            return f"{name} {_fmt(s[name]['mean_jct'])}" if name else "–"
+            return f"{name} {fmt(s[name]['mean_jct'])}" if name else MISSING
 
         closest = t["best_baseline"]
-        closest_cell = f"{closest} {_fmt(t['best_baseline_bound_ratio'])}" if closest else "–"
+        closest_cell = f"{closest} {fmt(t['best_baseline_bound_ratio'])}" if closest else MISSING
         floor = e.summary.get("max_start_slowdown", 0.0)
         online = "online " if e.summary.get("start_floor") == "online" else ""
-        policy_cell = _fmt(s[e.primary]["mean_jct"]) + (f" ({online}floor {floor:g})" if floor else "")
+        policy_cell = fmt(s[e.primary]["mean_jct"]) + (f" ({online}floor {floor:g})" if floor else "")
         lines.append(
             f"| {e.scenario} | {policy_cell} | {named(t['best_non_oracle'])} "
-            f"| {_ci(paired.get(t['best_non_oracle']))} | {_yes_no(t['beats_best_non_oracle'])} "
-            f"| {named(t['best_oracle'])} | {_ci(paired.get(t['best_oracle']))} "
-            f"| {_fmt(t['bound_ratio'])} | {_yes_no(t['within_bound_ratio'])} | {closest_cell} "
+            f"| {paired(pairs.get(t['best_non_oracle']))} | {yes_no(t['beats_best_non_oracle'])} "
+            f"| {named(t['best_oracle'])} | {paired(pairs.get(t['best_oracle']))} "
+            f"| {fmt(t['bound_ratio'])} | {yes_no(t['within_bound_ratio'])} | {closest_cell} "
             f"| {'yes' if t['met'] else 'no'} |"
         )
     return lines + [""]

@@ -118,7 +118,7 @@ def fingerprint_differences(saved: Any, spec: Any, what: str = "run") -> list[st
     """``section.key: <what> X, recipe Y`` for every scenario, policy or train value (other than the
     :data:`PLACE_KEYS`) in which ``saved`` (a saved config or a stored :func:`recipe_fingerprint`)
     differs from the resolved ``spec``. A key ``saved`` lacks (added to the code after it was saved)
-    agrees when the recipe keeps its default."""
+    agrees when the recipe keeps its default; one this version removed agrees at its old default."""
     import dataclasses
 
     import yaml
@@ -138,6 +138,9 @@ def fingerprint_differences(saved: Any, spec: Any, what: str = "run") -> list[st
                 out.append(f"{section}.{key}: {what} (not saved), recipe {value!r}")
             elif have[key] != value:
                 out.append(f"{section}.{key}: {what} {have[key]!r}, recipe {value!r}")
+        for key, old in getattr(cfg, "REMOVED", {}).items():  # an option since removed counts when it was set
+            if key in have and have[key] != old:
+                out.append(f"{section}.{key}: {what} {have[key]!r}, an option this version removed")
     return out
 
 
@@ -248,6 +251,29 @@ def train_runs(runs: Sequence[SeedRun], device: str, parallel: int = 1, threads:
                 proc.wait()
             log.close()
     return failed
+
+
+def seed_range(args: Any) -> list[int]:
+    """The training seeds of ``--seeds K --first-seed F`` (:class:`ConfigError`, one line, below 1 or 0)."""
+    from envs.config import ConfigError
+
+    for name, low in (("seeds", 1), ("first_seed", 0)):
+        if getattr(args, name) < low:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    return list(range(args.first_seed, args.first_seed + args.seeds))
+
+
+def train_then_evaluate(prog: str, runs: Sequence[SeedRun], args: Any, device: str,
+                        evaluate: Callable[[SeedRun], None], stored_in: Path) -> int | None:
+    """Train ``runs`` (those not stored yet) with the machine options of ``args``, calling ``evaluate``
+    on each as soon as it has finished, unless ``--train-only``. Returns the exit code to end the
+    command with (1: a run failed, named on stderr; 0: ``--train-only``), or None to go on to the page."""
+    failed = train_runs(runs, device, args.parallel, args.threads, on_finished=None if args.train_only else evaluate)
+    if failed:
+        print(f"{prog}: training failed for {', '.join(r.label for r in failed)}; the seeds that finished "
+              f"are stored in {stored_in}, no page written", file=sys.stderr)
+        return 1
+    return 0 if args.train_only else None
 
 
 def run_command(prog: str, run: Callable[[Any], int], args: Any) -> int:

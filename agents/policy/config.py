@@ -31,7 +31,9 @@ class PolicyConfig(ConfigSection):
     paper's layout, tied to the scenario's N). ``agent_id``: add a learned embedding of each
     agent's index to its cluster's embedding, as MAPPO feeds shared actors an agent id, so agents
     with alike observations can still learn to claim different tasks (an option beyond the paper;
-    ties the policy to the scenario's N). ``conflicts``: how agents that want the same
+    ties the policy to the scenario's N). ``observe_mode``: the encoder reads the observation's
+    ``multi_mode`` flag as one more cluster feature, so one policy can train on and act in scenarios
+    of both modes (an option beyond the paper). ``conflicts``: how agents that want the same
     task are reconciled (:data:`agents.policy.modes.CONFLICT_MODES`): ``bayes`` (default, paper
     eq. 11: independent choices, one winner per task, the others lose the step),
     ``sequential`` (agents choose in index order, each over the tasks no earlier agent started)
@@ -62,9 +64,10 @@ class PolicyConfig(ConfigSection):
     mlp_layers: int = 4  # depth of the MLP encoder (no-han, vanilla)
     alloc_head: str = "factorised"  # allocation head form (networks/heads.py AllocationHead.FORMS)
     encoder: str = "auto"  # how the HAN runs: dense, pyg, or auto (pyg for CPU batches of 8+, else dense)
+    observe_mode: bool = False  # the observation's multi_mode flag as one more cluster feature (both modes)
 
     #: fields that choose how the parameters are run, not which parameters exist: a checkpoint
-    #: trained with any value of them starts a run with any other (``train.init_from``)
+    #: trained with any value of them runs with any other (``train.eval_conflicts``, ``evaluate.py``)
     RUNTIME_FIELDS = ("encoder", "prior", "conflicts")
 
     # declared once (envs/config_section.py): built from a mapping with from_dict (typed,

@@ -17,8 +17,8 @@ another batch size) are broken uniformly at random with a seeded ``torch.Generat
 other competitor *loses* (its action becomes void and its allocation term drops out of the
 loss). Only *active* agents compete: those that
 selected a task that is feasible for them (conflicts are resolved after the feasibility
-check). Everything is vectorised over the batch and the agents. The rules that call it in the
-policy's pass are :class:`~agents.policy.conflict_rules.BayesRule` and ``BayesStartRule``.
+check). Everything is vectorised over the batch and the agents. The rule that calls it in the
+policy's pass is :class:`~agents.policy.conflict_rules.BayesRule`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ A rule chooses every agent's slot and allocation from the policy's distributions
   among the agents that claim the same task Bayes' rule keeps one
   (:func:`~agents.policy.conflict.resolve_conflicts`) and the others lose the step; then each
   agent draws its allocation;
-* :class:`BayesStartRule` (``bayes-start``): every agent draws its allocation first, and only the
-  claims that would start a task (allocation not void) compete;
 * :class:`SequentialRule` (``sequential``): agents choose in index order and a task started by an
   earlier agent is masked for the later ones (:func:`~agents.policy.sequential.sequential_choice`);
 * :class:`RoomRule` (``room``): the same, agents ordered by decreasing free room of their clusters.
@@ -112,12 +110,6 @@ class BayesRule(ConflictRule):
     def from_config(cls, cfg: Any) -> "ConflictRule":
         return cls(cfg.prior)
 
-    def claims(self, inputs: PassInputs, slot: Tensor, active: Tensor, deterministic: bool,
-               noise: ActNoise | None) -> tuple[Tensor, tuple[MaskedCategorical, Tensor] | None]:
-        """The agents that compete for their tasks among the ``active`` ones (those whose chosen
-        slot is feasible), and the allocations when the rule draws them before the conflicts."""
-        return active, None
-
     def choose(self, inputs: PassInputs, deterministic: bool, noise: ActNoise | None) -> RuleChoice:
         selection = MaskedCategorical.from_logits(inputs.logits)
         slot = selection.mode() if deterministic else selection.sample(required_noise(noise, "selection"))
@@ -125,10 +117,9 @@ class BayesRule(ConflictRule):
         low = inputs.obs["pending_min"].long().gather(2, slot.view(*slot.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
         key = inputs.task_ids().gather(-1, at).squeeze(-1)
         active = ~inputs.skip & inputs.feasible.gather(-1, at).squeeze(-1)
-        active, drawn = self.claims(inputs, slot, active, deterministic, noise)
         conflict = resolve_conflicts(key, selection.log_prob(slot).exp(), inputs.free(), low, active, self.prior,
                                      tie=required_noise(noise, "tie"))
-        allocation, alloc = drawn if drawn is not None else inputs.draw_allocation(slot, deterministic, noise)
+        allocation, alloc = inputs.draw_allocation(slot, deterministic, noise)
         return RuleChoice(slot, alloc, JointDistribution(selection, allocation, inputs.skip, conflict.lost),
                           conflict.posterior)
 
@@ -137,16 +128,6 @@ class BayesRule(ConflictRule):
         dist = JointDistribution(MaskedCategorical.from_logits(inputs.logits), inputs.allocation(slot), inputs.skip,
                                  action[..., 2].bool())
         return RuleChoice(slot, action[..., 1], dist)
-
-
-class BayesStartRule(BayesRule):
-    """Bayes' rule among the claims that would start a task: every agent draws its allocation
-    before the conflicts are resolved, and a claim with the void allocation stands aside."""
-
-    def claims(self, inputs: PassInputs, slot: Tensor, active: Tensor, deterministic: bool,
-               noise: ActNoise | None) -> tuple[Tensor, tuple[MaskedCategorical, Tensor] | None]:
-        drawn = inputs.draw_allocation(slot, deterministic, noise)
-        return active & (drawn[1] > 0), drawn
 
 
 class SequentialRule(ConflictRule):
@@ -186,7 +167,6 @@ CONFLICT_RULES: dict[str, type[ConflictRule]] = {
     "bayes": BayesRule,
     "sequential": SequentialRule,
     "room": RoomRule,
-    "bayes-start": BayesStartRule,
 }
 if set(CONFLICT_RULES) != set(CONFLICT_MODES):  # pragma: no cover - a bad registry edit
     raise ValueError("every conflict mode needs exactly one rule")

@@ -10,18 +10,14 @@ PRIORS = ("paper", "code")
 #: rule is a class in ``agents.policy.conflict_rules.CONFLICT_RULES``: ``bayes`` (paper eq. 11:
 #: every agent chooses independently, Bayes' rule keeps one claim per task and the others lose the
 #: step), ``sequential`` (agents choose in index order and a task started by an earlier agent is
-#: masked for the later ones: no conflict can arise), ``room`` (the same, agents ordered by
-#: decreasing free room of their clusters) or ``bayes-start`` (Bayes' rule among the claims that
-#: would start a task: every agent draws its allocation before the conflicts are resolved, and a
-#: claim with the void allocation stands aside instead of blocking the others)
-CONFLICT_MODES = ("bayes", "sequential", "room", "bayes-start")
+#: masked for the later ones: no conflict can arise) or ``room`` (the same, agents ordered by
+#: decreasing free room of their clusters)
+CONFLICT_MODES = ("bayes", "sequential", "room")
 #: what each conflict mode beyond the paper does, in words (a results page names the recipe's)
 CONFLICT_WORDS = {
     "sequential": "agents choose in turn, in index order, a task taken by an earlier agent masked for the later ones",
     "room": "agents choose in turn, by decreasing free room of their clusters, a task taken by an earlier agent "
             "masked for the later ones",
-    "bayes-start": "Bayes' rule among the claims that would start a task, a claim with the void allocation standing "
-                   "aside",
 }
 #: the modes in which agents choose one after another
 SEQUENTIAL_MODES = ("sequential", "room")

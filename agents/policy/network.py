@@ -45,7 +45,7 @@ from .conflict import Generators
 from .conflict_rules import PassInputs, conflict_rule
 from .modes import COMPILE_MODES
 from .noise import ActNoise, draw_act_noise
-from .observations import OBS_DTYPES, free_resources, spec_dims
+from .observations import OBS_DTYPES, free_resources, spec_dims, with_mode_feature
 from .outputs import ActOutput, PolicyDistributions
 from .selectors import TaskSelector
 from .sequential import agent_entries
@@ -81,7 +81,9 @@ class TapFingerPolicy(nn.Module):
         H = c.hidden
         #: the variant's registry entry: which encoder (HAN or MLP) and task selector it builds
         self.variant = c.variant_spec
-        self.encoder: nn.Module = self.variant.build_encoder(c, d)
+        # observe_mode: the multi_mode flag is one more cluster feature (with_mode_feature)
+        enc_dims = {**d, "cluster_features": d["cluster_features"] + int(c.observe_mode)}
+        self.encoder: nn.Module = self.variant.build_encoder(c, enc_dims)
         n_act = 1 if c.shared_actors else d["N"]
         self.n_actor_sets = n_act
         #: the variant's task selector (:mod:`agents.policy.selectors`) and the modules it learns
@@ -159,6 +161,8 @@ class TapFingerPolicy(nn.Module):
 
     def encode(self, obs: Mapping[str, Tensor]) -> EncoderOutput:
         """Run the encoder (graph building included) on tensors from :meth:`as_tensors`."""
+        if self.cfg.observe_mode:
+            obs = with_mode_feature(obs)
         fn = self._compiled.get("encode")
         enc = fn(obs) if fn is not None else self.encoder(obs)
         if self.agent_embed is not None:

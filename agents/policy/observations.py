@@ -64,6 +64,14 @@ def obs_to_torch(
     return out
 
 
+def with_mode_feature(obs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``obs`` with the ``multi_mode`` flag appended to every cluster's ``cluster_x`` row
+    (``(B, N, Fc + 1)``), the encoder input of a ``policy.observe_mode`` policy."""
+    cx = obs["cluster_x"]
+    flag = obs["multi_mode"].to(cx.dtype).reshape(cx.shape[0], 1, 1).expand(-1, cx.shape[1], 1)
+    return {**obs, "cluster_x": torch.cat([cx, flag], dim=-1)}
+
+
 def free_fraction(obs: Mapping[str, Tensor]) -> Tensor:
     """Free (CPU, GPU) per cluster over the scenario's largest capacity: ``cluster_x``'s
     :attr:`~envs.observation.FeatureColumns.free` features, ``(B, N, 2)``."""

@@ -47,7 +47,7 @@ import each name from the module that owns it. One module per job:
 * :mod:`.validation_baselines` -- the baselines measured once per run on its validation workloads;
 * :mod:`.stagger` -- staggered starts of the training envs (``train.stagger_start``);
 * :mod:`.recipe_file` -- values written into a scenario YAML's recipe sections, its other lines kept;
-* :mod:`.warmstart` -- the warm starts of a fresh run: ``train.imitate`` and ``train.init_from``;
+* :mod:`.warmstart` -- the warm start of a fresh run by imitation (``train.imitate``);
 * :mod:`.loop` -- :func:`run_training`: one tianshou *epoch* = one evaluation interval
   (:meth:`TrainConfig.epoch_plan`; the rounding of ``--steps`` is
   :meth:`TrainConfig.planned_env_steps`); ``last.pt`` is also written at the end of the run and on Ctrl-C.

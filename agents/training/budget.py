@@ -80,8 +80,6 @@ def estimate_parts(spec: RunSpec) -> dict[str, int]:
     ospec = ObservationSpec.from_config(scenario)
     obs = observation_bytes(ospec)
     batch = t.collection_batch()
-    if batch is None:  # episode mode: whole episodes per env
-        batch = t.buffer_per_env * t.envs if t.buffer_per_env else t.envs * (4 * scenario.num_tasks + 256)
     evaluation = evaluation_scenario(scenario, t)
     sims = t.envs * sim_bytes(scenario, obs) + t.eval_episodes * sim_bytes(evaluation, obs)
     acting = max(t.envs, t.eval_episodes, t.max_batchsize)  # rows of a pass without gradients
@@ -128,14 +126,14 @@ def check_plan(spec: RunSpec, available: int | None = None) -> None:
     """ConfigError for a plan far beyond ``--steps`` or beyond the machine's memory (module docstring)."""
     t = spec.train
     asked = t.resolved_collect_steps()
-    if asked is not None and t.envs > asked:
+    if t.envs > asked:
         raise ConfigError(
             f"--envs {t.envs:,} is more than train.collect_steps ({asked:,}): every collection would run {t.envs:,} "
             "env steps, not the steps asked; lower --envs or raise train.collect_steps")
     done = spec.done_env_steps
     planned = t.planned_env_steps(done)
     asked = max(1, t.steps - done)
-    if planned is not None and planned - done > max(PLAN_FACTOR * asked, asked + PLAN_SLACK):
+    if planned - done > max(PLAN_FACTOR * asked, asked + PLAN_SLACK):
         raise ConfigError(
             f"the plan is {planned - done:,} env steps for --steps {t.steps:,} (collections of {t.collection_batch():,} "
             f"env steps = train.collect_steps rounded to {t.envs:,} envs): more than {PLAN_FACTOR}x what was asked; "
@@ -148,7 +146,7 @@ def check_plan(spec: RunSpec, available: int | None = None) -> None:
         c1, g1 = spec.scenario.alloc_dims
         raise ConfigError(
             f"the run would need about {gib(need)} of memory ({t.envs:,} envs, collections of "
-            f"{t.collection_batch() or 'whole-episode'} env steps, an allocation grid of {c1:,} x {g1:,}; "
+            f"{t.collection_batch()} env steps, an allocation grid of {c1:,} x {g1:,}; "
             f"largest part: {largest}, {gib(parts[largest])}), above the limit of {gib(MEMORY_FRACTION * have)} "
             f"({MEMORY_FRACTION:.0%} of the {gib(have)} available); {_ADVICE[largest]}")
 

@@ -47,7 +47,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     """Read a training checkpoint (a file, or a run directory holding ``last.pt``).
 
     Reads with :func:`agents.policy.checkpoint.read_checkpoint` (safe loading: tensors and plain
-    values only) and checks every key (:func:`~agents.policy.checkpoint.validate_checkpoint`); every
+    values only) and checks every key (:func:`~agents.policy.checkpoint.validate_checkpoint`); its
+    ``train_config`` comes without the options this version removed (``TrainConfig.REMOVED``: one at
+    its old default is dropped, another value refused, naming it, since a resume cannot honour it); every
     problem raises :class:`~agents.policy.checkpoint.CheckpointError` (a :class:`ConfigError`).
     """
     path = Path(path)
@@ -60,22 +62,24 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"{path} is not a training checkpoint (missing {missing}); resume needs a last.pt written by train.py"
         )
     validate_checkpoint(ckpt, path, (*POLICY_KEYS, *CKPT_KEYS))
+    try:  # the train options this version removed: dropped at their old defaults, refused otherwise
+        ckpt["train_config"] = TrainConfig.without_removed(ckpt["train_config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r}: {exc}") from None
     ckpt["_path"] = str(path)
     return ckpt
 
 
 def final_evaluation_pending(ckpt: Mapping[str, Any], train: TrainConfig) -> bool:
-    """``ckpt`` is at the end of the run ``train`` plans (its planned env steps; in episode mode,
-    ``train.steps`` or more) but lacks the evaluation at its last step: the process stopped (SIGTERM,
-    Ctrl-C, a kill) after that ``last.pt`` and before the final evaluation ended. Resuming it runs
-    that evaluation and nothing else. False for a file that does not record its evaluations."""
+    """``ckpt`` is at the end of the run ``train`` plans (its planned env steps) but lacks the
+    evaluation at its last step: the process stopped (SIGTERM, Ctrl-C, a kill) after that ``last.pt``
+    and before the final evaluation ended. Resuming it runs that evaluation and nothing else. False
+    for a file that does not record its evaluations."""
     counters = ckpt["counters"]
     if EVALUATED not in counters:
         return False
     done, evaluated = int(counters["env_step"]), counters[EVALUATED]
-    planned = train.planned_env_steps()
-    at_end = done >= train.steps if planned is None else done == planned
-    return at_end and (evaluated is None or int(evaluated) < done)
+    return done == train.planned_env_steps() and (evaluated is None or int(evaluated) < done)
 
 
 def save_checkpoint(path: Path, net: torch.nn.Module, scenario: ScenarioConfig, extra: Mapping[str, Any]) -> None:

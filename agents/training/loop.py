@@ -21,7 +21,6 @@ from tianshou.algorithm.optim import TorchOptimizerFactory
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 from agents.policy.modes import ARGMAX, SAMPLE_SLOT
-from envs.config import ScenarioConfig
 from envs.observation import ObservationSpec
 
 from . import rundir
@@ -39,7 +38,7 @@ from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .tianshou_glue.trainer import ResumableOnPolicyTrainer
 from .validation_baselines import run_validation_baselines
 from .vector_env import WorkerDied
-from .warmstart import init_from_checkpoint, log_warm_start, warm_start
+from .warmstart import log_warm_start, warm_start
 
 if TYPE_CHECKING:
     from agents.policy.network import TapFingerPolicy
@@ -128,8 +127,6 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         if spec.resume is not None:
             restore(spec, algorithm)
         warm = warm_start(spec, algorithm, net) if spec.resume is None and t.imitate else None
-        if spec.resume is None and t.init_from:
-            init_from_checkpoint(spec, algorithm, net)
 
         # run directory, TensorBoard, the state shared by the trainer callbacks
         devices_before = earlier_devices(spec)  # before config.yaml is rewritten
@@ -151,9 +148,8 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         logger = RunLogger(writer, _restored_steps(spec))
 
         # collectors and trainer
-        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs, spec.trained_on[0])
-        collectors = [train_collector] + [training_collector(spec, algorithm, venv, s, reset=True)
-                                          for venv, s in zip(mix_envs[1:], spec.trained_on[1:])]
+        train_collector, test_collector = make_collectors(spec, algorithm, train_envs, test_envs)
+        collectors = [train_collector] + [training_collector(spec, algorithm, venv, reset=True) for venv in mix_envs[1:]]
         for collector in collectors:
             collector.set_on_step_hook(callbacks.collect_step_fn)
         if len(collectors) > 1:
@@ -201,21 +197,12 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     return algorithm, net
 
 
-def _episode_buffer_size(scenario: ScenarioConfig) -> int:
-    """Generous per-episode length estimate (logical steps) for episode-mode buffers."""
-    return 4 * scenario.num_tasks + 256
-
-
 def training_collector(spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv,
-                       scenario: ScenarioConfig | None = None, reset: bool = False) -> BatchCollector:
-    """A training collector over ``train_envs`` (of ``scenario``, default the run's), its buffer sized for
-    one collection; ``reset``: reset now (the trainer resets only the collector it starts with)."""
+                       reset: bool = False) -> BatchCollector:
+    """A training collector over ``train_envs``, its buffer sized for one collection; ``reset``: reset
+    now (the trainer resets only the collector it starts with)."""
     t = spec.train
-    n_steps = t.resolved_collect_steps()
-    if n_steps is not None:
-        per_env = math.ceil(n_steps / t.envs)
-    else:
-        per_env = t.buffer_per_env or math.ceil(t.collect_episodes / t.envs) * _episode_buffer_size(scenario or spec.scenario)
+    per_env = math.ceil(t.resolved_collect_steps() / t.envs)
     collector = BatchCollector(
         algorithm, train_envs, BatchedReplayBuffer(per_env * t.envs, t.envs), collect_stats_class=SchedulingCollectStats
     )
@@ -226,9 +213,8 @@ def training_collector(spec: RunSpec, algorithm: MultiAgentPPO, train_envs: Vect
 
 def make_collectors(
     spec: RunSpec, algorithm: MultiAgentPPO, train_envs: VectorEnv, test_envs: VectorEnv | None,
-    scenario: ScenarioConfig | None = None,
 ) -> tuple[BatchCollector, BatchCollector | None]:
-    """The training collector (:func:`training_collector`, over ``train_envs`` of ``scenario``) and the
+    """The training collector (:func:`training_collector`, over ``train_envs``) and the
     evaluation collector.
 
     Both are :class:`~agents.training.tianshou_glue.collector.BatchCollector` over a
@@ -237,7 +223,7 @@ def make_collectors(
     """
     t = spec.train
     stats_cls = SchedulingCollectStats
-    train_collector = training_collector(spec, algorithm, train_envs, scenario)
+    train_collector = training_collector(spec, algorithm, train_envs)
     test_collector = None
     if test_envs is not None:
         # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
@@ -266,7 +252,6 @@ def trainer_params(
         max_epochs=callbacks.completed_epochs + (0 if callbacks.final_evaluation_only else epochs),
         epoch_num_steps=epoch_len,
         collection_step_num_env_steps=n_steps,
-        collection_step_num_episodes=None if n_steps is not None else t.collect_episodes,
         update_step_num_repetitions=t.repeat,
         batch_size=t.batch_size,
         test_step_num_episodes=t.eval_episodes,
@@ -349,7 +334,7 @@ def write_result(spec: RunSpec, result: TrainResult) -> Path:
         "device": result.device,
         "env_steps": result.env_steps,
         "planned_env_steps": planned,
-        "finished": bool(not result.interrupted and (planned is None or result.env_steps >= planned)),
+        "finished": bool(not result.interrupted and result.env_steps >= planned),
         "wall_s": round(wall, 1),
         "env_steps_per_s": round(result.env_steps / wall, 1) if wall > 0 else None,
         "gradient_steps": result.gradient_steps,

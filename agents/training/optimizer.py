@@ -15,8 +15,8 @@ from tianshou.algorithm.optim import ParamsType
 def adam(params: ParamsType, lr: float) -> torch.optim.Adam:
     """Adam with PyTorch's defaults (betas 0.9/0.999, eps 1e-8, no weight decay), fused.
 
-    It stays fused when it loads a state saved by the unfused kind (a checkpoint written before
-    the project fused it): ``load_state_dict`` would otherwise take the saved groups' ``fused``."""
+    It stays fused when it loads a state saved by an unfused Adam (saved groups with ``fused``
+    false or absent): ``load_state_dict`` would otherwise take the saved groups' ``fused``."""
     optim = torch.optim.Adam(params, lr=lr, fused=True)
     optim.register_load_state_dict_pre_hook(_keep_fused)
     return optim

@@ -35,7 +35,7 @@ class RunProgress:
     """The bar or the plain lines of one training process.
 
     ``start``: the env steps done before this process; ``total``: the run's planned env steps (None:
-    not known, episode mode); ``bar``: draw the tqdm bar; ``every_s``: seconds between plain lines
+    not known); ``bar``: draw the tqdm bar; ``every_s``: seconds between plain lines
     (None: none; ignored with the bar); ``best_jct``: the run's best validation mean JCT so far (a
     resumed run's); ``rival``: ``(name, validation mean JCT)`` or None.
     """

@@ -13,9 +13,11 @@ target by its own name. ``train.scenario_shares`` gives each its share of the ru
 
 Both are functions of the env step alone (:meth:`ScenarioSchedule.index_at`), so a resumed run
 carries on where it stopped. One collection never mixes scenarios: every PPO batch holds one
-cluster count, so no padding is needed. The training scenarios must be of the target's task family
-and mode: the same task types, pending slots and allocation grid (the shared policy reads any
-cluster count) and the same mode (``single``/``multi``, whose discounts and step semantics differ).
+cluster count, so no padding is needed. The training scenarios must be of the target's task family:
+the same task types, pending slots and allocation grid (the shared policy reads any cluster count).
+They must share the target's mode (``single``/``multi``, whose step semantics differ) unless the
+policy reads the observation's ``multi_mode`` flag (``policy.observe_mode``); scenarios of both
+modes also need an explicit ``train.gamma`` (the modes' default discounts differ).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ __all__ = ["CURRICULUM", "MIXTURE", "SCENARIO_ORDERS", "ScenarioSchedule", "Trai
 MIXTURE_STREAM = 0x5CE7
 
 
-def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | None) -> tuple[ScenarioConfig, ...]:
+def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | None,
+                               both_modes: bool = False) -> tuple[ScenarioConfig, ...]:
     """The scenarios a run trains on: ``(target,)`` without ``train.scenarios``; else each name's
     scenario (the target's own name gives the target itself, with its overrides), checked against the
-    target (:func:`check_family`). ConfigError (one line) for an unknown name or a misfit."""
+    target (:func:`check_family`; ``both_modes``: the policy sees the mode, ``policy.observe_mode``).
+    ConfigError (one line) for an unknown name or a misfit."""
     if not names:
         return (target,)
     out = []
@@ -49,19 +53,21 @@ def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | No
             continue
         _, raw, _ = split_scenario_yaml(name)
         scenario = ScenarioConfig.from_dict(raw)
-        check_family(target, scenario, name)
+        check_family(target, scenario, name, both_modes)
         out.append(scenario)
     return tuple(out)
 
 
-def check_family(target: ScenarioConfig, other: ScenarioConfig, label: str) -> None:
-    """ConfigError unless the shared policy built for ``target`` can train on ``other``: the same mode,
-    task types, pending slots and allocation grid (cluster counts and capacities may differ)."""
+def check_family(target: ScenarioConfig, other: ScenarioConfig, label: str, both_modes: bool = False) -> None:
+    """ConfigError unless the shared policy built for ``target`` can train on ``other``: the same task
+    types, pending slots and allocation grid (cluster counts and capacities may differ), and the same
+    mode unless the policy sees the mode (``both_modes``)."""
     from envs.observation import ObservationSpec
 
-    if other.mode != target.mode:
+    if other.mode != target.mode and not both_modes:
         raise ConfigError(f"train.scenarios: {label!r} runs in {other.mode} mode, the run's scenario "
-                          f"{target.name!r} in {target.mode} mode; train on scenarios of one mode")
+                          f"{target.name!r} in {target.mode} mode; train on scenarios of one mode, or set "
+                          f"policy.observe_mode=true and train.gamma")
     have, want = ObservationSpec.from_config(other), ObservationSpec.from_config(target)
     checks = (("task types", [t.name for t in other.task_types], [t.name for t in target.task_types]),
               ("pending slots", have.P, want.P), ("allocation grid", tuple(have.alloc_dims), tuple(want.alloc_dims)))
@@ -87,7 +93,7 @@ class ScenarioSchedule:
     order: str = CURRICULUM
     steps: int = 1  # the run's step budget (train.steps): a curriculum's stages are its shares of it
     seed: int = 0  # the run seed (a mixture's draws)
-    batch: int | None = None  # env steps per collection (None in episode mode: a mixture draws per env step)
+    batch: int | None = None  # env steps per collection (None: a mixture draws per env step)
 
     @classmethod
     def from_train(cls, train: TrainConfig) -> ScenarioSchedule:
