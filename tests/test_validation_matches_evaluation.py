@@ -1,7 +1,7 @@
 """best.pt's validation figure is what ``evaluate.py`` reports for it on the validation seeds.
 
-A tiny testbed-6 run (the recipe's own acting rule: sampled actions, agents reconciled in room
-order, validated on the ``eval_overrides`` variant) is evaluated by the command line as a user
+A tiny testbed-6 run (sampled actions, where batch sizes could change the draws; agents reconciled
+in room order, validated on the ``eval_overrides`` variant, as the recipe does) is evaluated by the command line as a user
 would: ``evaluate.py --checkpoint best.pt --seed-offset 10000 --seeds <eval_episodes>`` with two
 worker processes and no ``--scenario`` (the checkpoint's own). The mean JCT must be the run's best
 validation mean JCT: the same workloads, the same draws and the same batched forward pass (every
@@ -25,7 +25,7 @@ EPISODES = 4
 TINY = ["num_tasks=40", "policy.hidden=16", "policy.han_layers=1", "policy.pointer_layers=1", "policy.pointer_ffn=32",
         "train.collect_steps=40", "train.batch_size=16", "train.eval_every=40", f"train.eval_episodes={EPISODES}",
         "train.torch_threads=1", "train.progress=false", "train.max_batchsize=256", "train.repeat=2",
-        "train.validation_baselines=false", "train.run_name=tb"]
+        "train.validation_baselines=false", "train.run_name=tb", "train.eval_action=sample"]
 
 
 def evaluate_main():
@@ -39,7 +39,7 @@ def test_evaluate_reports_the_validation_figure_of_best_pt_on_a_testbed_scenario
     flags = {"steps": 80, "envs": 2, "seed": 0, "logdir": str(tmp_path), "vector": "dummy"}
     spec = prepare_run("testbed-6", TINY, flags=flags)
     t = spec.train
-    assert (t.eval_scenario, t.eval_action, t.eval_conflicts) == ("eval", "sample", "room")  # the recipe's rule
+    assert (t.eval_scenario, t.eval_action, t.eval_conflicts) == ("eval", "sample", "room")
     result = run_training(spec)
     assert result.best_mean_jct is not None
     out = tmp_path / "eval"
