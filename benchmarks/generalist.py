@@ -57,12 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_line(args: argparse.Namespace) -> str:
     """The command that regenerates this recipe's section."""
-    parts = ["python benchmarks/generalist.py", f"--config {args.config}", f"--seeds {args.seeds}"]
-    if args.first_seed:
-        parts.append(f"--first-seed {args.first_seed}")
-    if args.heldout != build_parser().get_default("heldout"):
-        parts.append(f"--heldout {args.heldout}")
-    return " ".join(parts)
+    from agents.evaluation.seed_runs import seeds_command
+
+    return seeds_command("generalist.py", args)
 
 
 def run(args: argparse.Namespace) -> int:

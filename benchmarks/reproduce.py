@@ -92,12 +92,9 @@ def write_indexes(out: Path, ship: Path | None) -> list[Path]:
 
 def recipe_command(args: argparse.Namespace) -> str:
     """The command line that regenerates the files (as a user types it)."""
-    parts = ["python benchmarks/reproduce.py", f"--config {args.config}", f"--seeds {args.seeds}"]
-    if args.first_seed:
-        parts.append(f"--first-seed {args.first_seed}")
-    if args.heldout != build_parser().get_default("heldout"):
-        parts.append(f"--heldout {args.heldout}")
-    return " ".join(parts)
+    from agents.evaluation.seed_runs import seeds_command
+
+    return seeds_command("reproduce.py", args)
 
 
 def recipe_validation(spec: Any) -> Any:

@@ -263,6 +263,19 @@ def seed_range(args: Any) -> list[int]:
     return list(range(args.first_seed, args.first_seed + args.seeds))
 
 
+def seeds_command(script: str, args: Any) -> str:
+    """The command line of ``benchmarks/<script>`` that regenerates a page over ``args``'s seeds, as a
+    user types it (``--first-seed`` and ``--heldout`` only when not their defaults)."""
+    from .results import REPORT_SEEDS
+
+    parts = [f"python benchmarks/{script}", f"--config {args.config}", f"--seeds {args.seeds}"]
+    if args.first_seed:
+        parts.append(f"--first-seed {args.first_seed}")
+    if args.heldout != REPORT_SEEDS:
+        parts.append(f"--heldout {args.heldout}")
+    return " ".join(parts)
+
+
 def train_then_evaluate(prog: str, runs: Sequence[SeedRun], args: Any, device: str,
                         evaluate: Callable[[SeedRun], None], stored_in: Path) -> int | None:
     """Train ``runs`` (those not stored yet) with the machine options of ``args``, calling ``evaluate``
