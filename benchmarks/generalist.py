@@ -70,10 +70,8 @@ def run(args: argparse.Namespace) -> int:
         family_scenarios,
         evaluation_scenario,
         own_results,
-        read_family_seed,
         stored_family_seeds,
         targets_met,
-        write_family_seed,
     )
     from agents.evaluation.family_page import render_family_page
     from agents.evaluation.results import report_seeds
@@ -86,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         seed_range,
         train_then_evaluate,
     )
-    from agents.evaluation.seed_store import check_recipe
+    from agents.evaluation.seed_store import check_recipe, read_seed, write_seed
     from agents.evaluation.summary import per_seed_means
     from agents.json_files import write_json
     from agents.training.checkpoints import BEST
@@ -114,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     stored: dict[int, dict[str, Any]] = {}
     for seed, path in stored_family_seeds(out, recipe).items():
         if seed in runs:
-            doc = read_family_seed(path)
+            doc = read_seed(path)
             check_recipe(path, doc, resolve_recipe(runs[seed]))
             if doc["heldout"] == list(heldout) and set(doc["scenarios"]) == set(scenarios):
                 stored[seed] = doc
@@ -127,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         doc = evaluate_family_seed(recipe, run_.seed, run_.run_dir / BEST, scenarios, heldout,
                                    recipe_fingerprint(resolve_recipe(run_)), workers=workers)
         stored[run_.seed] = doc
-        print(f"{run_.label}: wrote {write_family_seed(family_path(out, recipe, run_.seed), doc)}", flush=True)
+        print(f"{run_.label}: wrote {write_seed(family_path(out, recipe, run_.seed), doc)}", flush=True)
 
     code = train_then_evaluate("generalist.py", [runs[s] for s in seeds if s not in stored], args, device, evaluate,
                                family_path(out, recipe, 0).parent)

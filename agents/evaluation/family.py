@@ -11,7 +11,7 @@ own results page (``docs/results/<scenario>.json``): the recipe trained for that
 the best non-oracle baseline, which runs again here on the same workloads for paired differences.
 
 Each evaluated seed is stored in ``<out>/seeds/<recipe>/family-s<seed>.json`` (:func:`family_path`)
-with the recipe fingerprint it trained, as :mod:`agents.evaluation.seed_store` keeps a scenario's seeds.
+with the recipe fingerprint it trained, read and written by :mod:`agents.evaluation.seed_store`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from agents.json_files import write_json
 from envs.config import ConfigError, available_scenarios, load_scenario
 
-from .seed_store import SEEDS_DIR
-
-#: the layout version of a family seed file
-FAMILY_FORMAT = 1
+from .seed_store import SEED_FORMAT, seed_dir, stored_seeds
 #: the name the family policy's column has in its evaluation runs
 FAMILY_POLICY = "family"
 
@@ -65,31 +61,18 @@ def evaluation_scenario(scenario: str) -> Any:
     return prepare_run(scenario).scenario.for_evaluation()
 
 
+#: the name of a family seed file before its seed: ``family-s<seed>.json``
+FAMILY_PREFIX = "family-s"
+
+
 def family_path(out: Path, recipe: str, seed: int) -> Path:
     """The family seed file: ``<out>/seeds/<recipe>/family-s<seed>.json``."""
-    return Path(out) / SEEDS_DIR / recipe / f"family-s{seed}.json"
+    return seed_dir(out, recipe) / f"{FAMILY_PREFIX}{seed}.json"
 
 
 def stored_family_seeds(out: Path, recipe: str) -> dict[int, Path]:
     """Every family seed file of ``recipe`` under ``out``, by training seed."""
-    found = {}
-    for path in sorted((Path(out) / SEEDS_DIR / recipe).glob("family-s*.json")):
-        tail = path.stem[len("family-s"):]
-        if tail.isdigit():
-            found[int(tail)] = path
-    return dict(sorted(found.items()))
-
-
-def read_family_seed(path: Path) -> dict[str, Any]:
-    """A family seed file (:class:`ConfigError`, one line, when it is not one)."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable family seed file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FAMILY_FORMAT:
-        raise ConfigError(f"{path}: not a family seed file of format {FAMILY_FORMAT} (delete it, or rerun "
-                          "with --restart)")
-    return doc
+    return stored_seeds(out, recipe, prefix=FAMILY_PREFIX)
 
 
 def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence[str], heldout: Sequence[int],
@@ -111,14 +94,8 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
         per_scenario[name] = {"action": action, "conflicts": conflicts,
                               "mean_jct": [None if np.isnan(v) else float(v) for v in per_seed_means(results)],
                               "truncated": int(sum(bool(r.truncated) for r in results))}
-    return {"format": FAMILY_FORMAT, "recipe_name": recipe, "seed": seed, "recipe": dict(fingerprint),
+    return {"format": SEED_FORMAT, "recipe_name": recipe, "seed": seed, "recipe": dict(fingerprint),
             "best_sha256": file_sha256(best), "heldout": [int(s) for s in heldout], "scenarios": per_scenario}
-
-
-def write_family_seed(path: Path, doc: Mapping[str, Any]) -> Path:
-    """Write one family seed file (atomically; its folder made when missing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_json(path, dict(doc))
 
 
 def own_results(out: Path, scenario: str) -> dict[str, Any] | None:

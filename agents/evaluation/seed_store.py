@@ -57,12 +57,13 @@ def seed_path(out: Path, scenario: str, seed: int) -> Path:
     return seed_dir(out, scenario) / f"s{seed}.json"
 
 
-def stored_seeds(out: Path, scenario: str) -> dict[int, Path]:
-    """Every seed file of ``scenario`` under ``out``, by training seed."""
+def stored_seeds(out: Path, scenario: str, prefix: str = "s") -> dict[int, Path]:
+    """Every seed file ``<prefix><seed>.json`` of ``scenario`` under ``out``, by training seed."""
     found = {}
-    for path in sorted(seed_dir(out, scenario).glob("s*.json")):
-        if path.stem[1:].isdigit():
-            found[int(path.stem[1:])] = path
+    for path in sorted(seed_dir(out, scenario).glob(f"{prefix}*.json")):
+        tail = path.stem[len(prefix):]
+        if tail.isdigit():
+            found[int(tail)] = path
     return dict(sorted(found.items()))
 
 
