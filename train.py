@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from typing import Sequence
 
 from agents.signals import TerminationSignals
@@ -106,9 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from agents.training.prepare import check_environment, prepare_run
         from agents.training.vector_env import WorkerDied
 
-        # torch-geometric 2.8 warns about torch.jit.script on import (harmless); set after
-        # importing tianshou, whose import puts its own DeprecationWarning filter first
-        warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
 
         flags = {
             "steps": args.steps, "device": args.device, "envs": args.envs, "seed": args.seed,

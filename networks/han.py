@@ -17,11 +17,16 @@ no residual, no normalisation), always with the self relation.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import HANConv
-from torch_geometric.utils import softmax as pyg_softmax
+
+with warnings.catch_warnings():  # torch-geometric scripts functions on import, which torch deprecates: nothing to act on
+    warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
+    from torch_geometric.nn import HANConv
+    from torch_geometric.utils import softmax as pyg_softmax
 
 from .gemm import apply_linear, linear, scale_heads
 from .graph import (

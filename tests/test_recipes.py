@@ -291,6 +291,11 @@ def test_the_index_counts_each_scenarios_targets_and_lists_scenarios_not_run(rep
     met = sum(m is True for _, m, _ in checks)
     assert header.endswith("| targets met |") and rows[0].endswith(f"| {met} of {len(checks)} |")
     assert "not run yet: `python benchmarks/reproduce.py --config absent-6 --seeds 1`" in rows[1]
+    assert not any(line.startswith("- [") for line in lines)  # no other page in out yet: none linked
+    (out / "generalist.md").write_text("# a family page\n")
+    (out / "generalist.json").write_text('{"tiny-3": {"rows": []}}')  # another page's JSON: no scenario results
+    links = [line for line in write_index(out, "the command").read_text().splitlines() if line.startswith("- [")]
+    assert [link.split(":")[0] for link in links] == ["- [generalist.md](generalist.md)"]
 
 
 def test_the_checkpoint_index_names_a_file_that_is_no_seed_of_its_recipe(reproduced, tmp_path):

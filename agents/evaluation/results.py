@@ -285,7 +285,10 @@ def paper_comparison(results: RecipeResults) -> list[dict[str, Any]]:
 def read_results(path: Path) -> RecipeResults:
     """A ``<scenario>.json`` written by :func:`~.results_page.write_scenario_results`. A file that names no
     validation rival (rows with ``steps_to_beat_optimus``) reads with :data:`UNNAMED_FILE_RIVAL`."""
-    doc = json.loads(path.read_text())
+    return _results(json.loads(path.read_text()))
+
+
+def _results(doc: dict[str, Any]) -> RecipeResults:
     rows = []
     for row in doc["rows"]:
         if "steps_to_beat_optimus" in row:
@@ -297,8 +300,11 @@ def read_results(path: Path) -> RecipeResults:
 
 
 def read_all(out: Path, order: Sequence[str] = ()) -> list[RecipeResults]:
-    """Every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first, then by name)."""
-    found = {p.stem: read_results(p) for p in sorted(out.glob("*.json")) if not p.stem.startswith("ablation")}
+    """Every ``<scenario>.json`` in ``out`` (scenarios in ``order`` first, then by name): the JSON files
+    that name their own stem as their scenario (the directory's other pages, such as the ablations and
+    ``generalist.json``, do not)."""
+    docs = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
+    found = {stem: _results(doc) for stem, doc in docs.items() if isinstance(doc, dict) and doc.get("scenario") == stem}
     names = [n for n in order if n in found] + [n for n in sorted(found) if n not in order]
     return [found[n] for n in names]
 

@@ -53,9 +53,18 @@ INDEX_TABLE = Table(
 )
 
 
-def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequence[str] = ()) -> str:
+#: the results directory's other pages, linked below the index table when present: (path, what it shows)
+OTHER_PAGES = (
+    ("generalist.md", "one policy per task family, on every scenario of its family (`benchmarks/generalist.py`)"),
+    ("tuning/", "recipe changes screened on validation workloads (`benchmarks/tune.py`)"),
+)
+
+
+def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequence[str] = (),
+                   others: Sequence[tuple[str, str]] = ()) -> str:
     """``README.md`` of the results directory: one row per scenario with results, then one per
-    scenario of ``not_run`` (no results yet) with the command that makes them."""
+    scenario of ``not_run`` (no results yet) with the command that makes them, then a link to
+    each page of ``others`` ((path, what it shows))."""
     headers = INDEX_TABLE.headers()
     waiting = [[name, "0", f"not run yet: `python benchmarks/reproduce.py --config {name} --seeds 1`",
                 *[MISSING] * (len(headers) - 3)] for name in not_run]
@@ -73,6 +82,8 @@ def index_markdown(entries: Sequence[RecipeResults], command: str, not_run: Sequ
         "",
         *markdown_lines(headers, [*(INDEX_TABLE.cells(r) for r in entries), *waiting]),
         "",
+        *(f"- [{path}]({path}): {what}" for path, what in others),
+        *([""] if others else []),
     ]
     return "\n".join(lines)
 
@@ -83,7 +94,8 @@ def write_index(out: Path, command: str, order: Sequence[str] = ()) -> Path:
     path = out / "README.md"
     entries = read_all(out, order)
     done = {r.scenario for r in entries}
-    path.write_text(index_markdown(entries, command, [n for n in order if n not in done]))
+    others = [(page, what) for page, what in OTHER_PAGES if (out / page).exists()]
+    path.write_text(index_markdown(entries, command, [n for n in order if n not in done], others))
     return path
 
 

@@ -291,13 +291,9 @@ def train_then_evaluate(prog: str, runs: Sequence[SeedRun], args: Any, device: s
 
 def run_command(prog: str, run: Callable[[Any], int], args: Any) -> int:
     """The shell of a reproduction command line: ``run(args)``, bad input as one line and exit 2."""
-    import warnings
-
     from envs.config import ConfigError
     from envs.trace_table import TraceError
 
-    # torch-geometric warns about torch.jit.script when it is imported; nothing to act on here
-    warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
     try:
         return run(args)
     except (ConfigError, TraceError) as exc:
