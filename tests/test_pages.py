@@ -131,3 +131,19 @@ def test_no_page_module_keeps_its_own_number_formatting():
         assert "def _fmt" not in text and '"n/a"' not in text and '"–"' not in text, name
     text = (ROOT / "benchmarks" / "baselines.py").read_text()
     assert "def _fmt" not in text and '"n/a"' not in text
+
+
+def test_a_scenario_page_links_every_tuning_page_of_its_scenario(tmp_path):
+    """``tuning/<scenario>.md`` first, then each probe's page; another scenario's pages are not linked."""
+    entries = read_all(ROOT / "docs" / "results")
+    if not entries:
+        pytest.skip("no stored results")
+    r = entries[0]
+    (tmp_path / "tuning").mkdir()
+    assert "Changes to this recipe" not in results_page.write_scenario_page(tmp_path, r).read_text()
+    for name in (f"{r.scenario}-probe-524288.md", f"{r.scenario}.md", "other-6-probe-65536.md"):
+        (tmp_path / "tuning" / name).write_text("# tuning\n")
+    page = results_page.write_scenario_page(tmp_path, r).read_text()
+    line = next(x for x in page.splitlines() if x.startswith("Changes to this recipe"))
+    assert line.endswith(f"[tuning/{r.scenario}.md](tuning/{r.scenario}.md), "
+                         f"[tuning/{r.scenario}-probe-524288.md](tuning/{r.scenario}-probe-524288.md).")

@@ -16,6 +16,7 @@ from agents.evaluation.results import (
     UNNAMED_FILE_RIVAL,
     RecipeResults,
     SeedRow,
+    read_all,
     read_results,
     steps_to_beat,
     validation_rival,
@@ -152,10 +153,9 @@ def test_no_csv_column_is_the_old_name(table):
 def test_every_committed_page_counts_to_its_best_validation_baseline():
     from pathlib import Path
 
-    pages = sorted((Path(__file__).resolve().parent.parent / "docs" / "results").glob("*.json"))
+    pages = read_all(Path(__file__).resolve().parent.parent / "docs" / "results")
     assert pages
-    for path in pages:
-        r = read_results(path)
+    for r in pages:
         rival = validation_rival(r.validation_baselines)
-        assert r.validation_rival == (rival[0] if rival else None), path.name
-        assert _beat_verdict(r)[0] == f"every seed beats {r.validation_rival} on validation", path.name
+        assert r.validation_rival == (rival[0] if rival else None), r.scenario
+        assert _beat_verdict(r)[0] == f"every seed beats {r.validation_rival} on validation", r.scenario

@@ -316,10 +316,10 @@ def paper_markdown(results: RecipeResults) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # The page and its files
 # ---------------------------------------------------------------------------------------
-def scenario_markdown(results: RecipeResults, tuning_page: str | None = None, switching: str | None = None) -> str:
+def scenario_markdown(results: RecipeResults, tuning_pages: Sequence[str] = (), switching: str | None = None) -> str:
     """``<scenario>.md``: the command, the per-seed table, the mean over seeds, the baselines (and
     ``switching``, the sentence on why tiresias is slow, :mod:`.switching`, when measured), the
-    verdicts, and a link to ``tuning_page`` (the recipe's changes measured on validation) when there is one."""
+    verdicts, and links to ``tuning_pages`` (the recipe's changes measured on validation)."""
     r = results
     seeds = r.heldout_seeds
     lines = [
@@ -357,8 +357,9 @@ def scenario_markdown(results: RecipeResults, tuning_page: str | None = None, sw
         lines += ["", *diagnosis_markdown(r.diagnosis, r.conflict_counterfactual)]
     vb = ", ".join(f"{k} {fmt(v, 3)}" for k, v in r.validation_baselines.items())
     lines += ["", f"Validation curves: [{r.scenario}.png]({r.scenario}.png) (baselines on the validation workloads: {vb})."]
-    if tuning_page:
-        lines += ["", f"Changes to this recipe, measured on the validation workloads across seeds: [{tuning_page}]({tuning_page})."]
+    if tuning_pages:
+        links = ", ".join(f"[{page}]({page})" for page in tuning_pages)
+        lines += ["", f"Changes to this recipe, measured on the validation workloads across seeds: {links}."]
     lines.append("")
     return "\n".join(lines)
 
@@ -379,12 +380,13 @@ def write_scenario_results(out: Path, results: RecipeResults) -> list[Path]:
 
 
 def write_scenario_page(out: Path, results: RecipeResults) -> Path:
-    """``<scenario>.md`` under ``out``, linking the tuning page and saying the switching measurements
-    (:mod:`.switching`) when there are some."""
+    """``<scenario>.md`` under ``out``, linking the scenario's tuning pages (full budget, then each probe's)
+    and saying the switching measurements (:mod:`.switching`) when there are some."""
     md = out / f"{results.scenario}.md"
-    tuning = out / TUNING_DIR / f"{results.scenario}.md"
+    tuning = [out / TUNING_DIR / f"{results.scenario}.md",
+              *sorted((out / TUNING_DIR).glob(f"{results.scenario}-probe-*.md"))]
     switching = read_switching(out, results.scenario)
-    md.write_text(scenario_markdown(results, f"{TUNING_DIR}/{tuning.name}" if tuning.is_file() else None,
+    md.write_text(scenario_markdown(results, [f"{TUNING_DIR}/{p.name}" for p in tuning if p.is_file()],
                                     switching_sentence(switching, switching_command(results.scenario))
                                     if switching else None))
     return md
