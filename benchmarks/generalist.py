@@ -14,15 +14,15 @@ scenario's own recipe acts, and is stored in ``<out>/seeds/<recipe>/family-s<s>.
 recipe it trained (a stored seed is not trained or evaluated again; one of another recipe is refused,
 ``--restart`` deletes the stored seeds first). Then each scenario's best non-oracle baseline (named by
 its results page, ``<out>/<scenario>.json``) runs on the same workloads, and
-``<out>/generalist.{json,md}`` are written: one section per family recipe, the others kept.
-``--ship DIR`` copies seed 0's ``best.pt`` to ``DIR/<recipe>.pt``. Exit codes: 0 done, 2 bad input,
+``<out>/generalist.{json,md}`` are written: one section per family recipe, the others kept; then the
+index pages, as ``reproduce.py --index-only`` writes them. ``--ship DIR`` copies seed 0's ``best.pt``
+to ``DIR/<recipe>.pt`` and writes ``DIR/README.md`` with its row. Exit codes: 0 done, 2 bad input,
 1 a training run failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -33,7 +33,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 #: the page and its JSON under ``--out``
-PAGE, PAGE_JSON = "generalist.md", "generalist.json"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,14 +69,17 @@ def run(args: argparse.Namespace) -> int:
         family_scenarios,
         evaluation_scenario,
         own_results,
+        shipped_seed,
         stored_family_seeds,
         targets_met,
     )
-    from agents.evaluation.family_page import render_family_page
+    from agents.evaluation.family_page import PAGE, PAGE_JSON, read_sections, render_family_page
     from agents.evaluation.results import report_seeds
+    from agents.evaluation.results_index import write_indexes
     from agents.evaluation.runner import default_workers, resolve_schedulers, run_evaluation
     from agents.evaluation.seed_runs import (
         SeedRun,
+        check_ship,
         machine_device,
         recipe_fingerprint,
         resolve_recipe,
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             if doc["heldout"] == list(heldout) and set(doc["scenarios"]) == set(scenarios):
                 stored[seed] = doc
                 print(f"seed {seed}: stored in {path}; not trained or evaluated again", flush=True)
+    check_ship(args, runs, stored)
     workers = args.workers or default_workers()
 
     def evaluate(run_: SeedRun) -> None:
@@ -147,10 +150,11 @@ def run(args: argparse.Namespace) -> int:
         row["targets"] = targets_met(row)
         rows.append(row)
     page_json = out / PAGE_JSON
-    sections = json.loads(page_json.read_text()) if page_json.is_file() else {}
+    sections = read_sections(out)
     base = read_scenario_yaml(args.config)[1].get(BASE_KEY)
     sections[recipe] = {"command": command_line(args), "trained_on": [s.name for s in spec.trained_on],
-                        "validated_on": base or spec.scenario.name, "heldout_seeds": list(heldout), "rows": rows}
+                        "validated_on": base or spec.scenario.name, "heldout_seeds": list(heldout), "rows": rows,
+                        "seed0": shipped_seed(stored[0]) if 0 in stored else None}
     write_json(page_json, dict(sorted(sections.items())))
     page = out / PAGE
     page.write_text(render_family_page(sections))
@@ -160,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         shutil.copyfile(runs[seeds[0]].run_dir / BEST, target)
         print(f"shipped {runs[seeds[0]].run_dir / BEST} as {target}", flush=True)
     print(f"wrote {page_json}\nwrote {page}", flush=True)
+    for path in write_indexes(out, Path(args.ship) if args.ship else None):
+        print(f"wrote {path}", flush=True)
     print(page.read_text())
     return 0
 

@@ -41,10 +41,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: the command that rewrites the index pages from the results already there
-INDEX_COMMAND = "python benchmarks/reproduce.py --index-only --ship checkpoints"
-#: the scenarios of the index page, in the order of the paper's figures
-SCENARIO_ORDER = ("synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-3", "testbed-6", "sjf-3")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,26 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the scenario's stored seeds (<out>/seeds/<scenario>/) first: every seed is evaluated "
                         "again, and trained again where its run directory holds no finished run")
     return p
-
-
-def write_indexes(out: Path, ship: Path | None) -> list[Path]:
-    """Every ``<out>/<scenario>.md`` again from its JSON, ``<out>/README.md``; the top-level README's
-    results table when ``out`` is this project's ``docs/results``; ``<ship>/README.md`` when checkpoints
-    are shipped."""
-    from agents.evaluation.results import read_all
-    from agents.evaluation.results_index import checkpoint_index, update_readme, write_index
-    from agents.evaluation.results_page import write_scenario_page
-
-    written = [write_scenario_page(out, r) for r in read_all(out, SCENARIO_ORDER)]
-    index = write_index(out, INDEX_COMMAND, SCENARIO_ORDER)
-    written.append(index)
-    if out.resolve() == (ROOT / "docs" / "results").resolve() and update_readme(ROOT / "README.md", index.read_text()):
-        written.append(ROOT / "README.md")
-    if ship is not None:
-        path = ship / "README.md"
-        path.write_text(checkpoint_index(ship, out, SCENARIO_ORDER))
-        written.append(path)
-    return written
 
 
 def recipe_command(args: argparse.Namespace) -> str:
@@ -134,27 +110,6 @@ def load_stored(args: argparse.Namespace, out: Path, scenario: str, runs: dict[i
     return stored
 
 
-def check_ship(args: argparse.Namespace, runs: dict[int, Any], stored: dict[int, dict[str, Any]]) -> None:
-    """``--ship`` copies seed 0's ``best.pt``: :class:`ConfigError` without seed 0, or when seed 0 is
-    stored and its run directory lacks the very ``best.pt`` it was evaluated with."""
-    from agents.evaluation.results import file_sha256
-    from agents.training.checkpoints import BEST
-    from envs.config import ConfigError
-
-    if not args.ship:
-        return
-    if 0 not in runs:
-        raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
-    if 0 in stored:
-        best = runs[0].run_dir / BEST
-        if not best.is_file():
-            raise ConfigError(f"--ship copies seed 0's best.pt, and {best} is gone (seed 0's results are stored "
-                              "without its weights): ship from the machine that trained it, or leave out --ship")
-        if file_sha256(best) != stored[0]["best_sha256"]:
-            raise ConfigError(f"--ship: {best} is not the best.pt stored seed 0 was evaluated with; "
-                              "rerun with --restart to evaluate it again, or leave out --ship")
-
-
 def run(args: argparse.Namespace) -> int:
     from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves
     from agents.evaluation.results import (
@@ -168,10 +123,12 @@ def run(args: argparse.Namespace) -> int:
         steps_to_beat,
         validation_rival,
     )
+    from agents.evaluation.results_index import write_indexes
     from agents.evaluation.results_page import write_scenario_results
     from agents.evaluation.runner import default_workers, resolve_schedulers
     from agents.evaluation.seed_runs import (
         SeedRun,
+        check_ship,
         machine_device,
         recipe_fingerprint,
         resolve_recipe,

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from agents.evaluation.family import acting_rule, family_scenarios, stored_family_seeds, targets_met
+from agents.evaluation.results import file_sha256
 from agents.training.prepare import prepare_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,10 +73,18 @@ def test_a_family_recipe_is_trained_evaluated_on_its_family_stored_and_paged(tmp
     shutil.copy(ROOT / "docs" / "results" / "multi-3.json", out / "multi-3.json")  # one scenario with a page
     argv = ["--config", str(recipe), "--seeds", "1", "--heldout", "1", "--runs", str(tmp_path / "runs"),
             "--out", str(out), "--device", "cpu", "--workers", "1"]
-    assert generalist.main(argv) == 0
+    ship = tmp_path / "ship"
+    assert generalist.main([*argv, "--ship", str(ship)]) == 0
     stored = stored_family_seeds(out, "tiny-family")
     assert list(stored) == [0]
     doc = json.loads(stored[0].read_text())
+    assert doc["training"]["env_steps"] == 80 and doc["training"]["finished"]
+    # the shipped file is seed 0's best.pt, and the checkpoint index gives it the family's row
+    assert doc["best_sha256"] == file_sha256(ship / "tiny-family.pt")
+    row = next(line for line in (ship / "README.md").read_text().splitlines() if line.startswith("| `tiny-family.pt`"))
+    assert "generalist.py --config" in row and "80 env steps" in row
+    assert all(f"{name} " in row for name in ("hetero-6", "multi-3", "synthetic-3", "synthetic-6"))
+    assert "[generalist.md](generalist.md)" in (out / "README.md").read_text()  # the index links the page
     assert sorted(doc["scenarios"]) == ["hetero-6", "multi-3", "synthetic-3", "synthetic-6"]
     assert doc["scenarios"]["synthetic-6"]["conflicts"] == "room"
     assert doc["scenarios"]["multi-3"]["action"] == "argmax"
@@ -92,3 +101,7 @@ def test_a_family_recipe_is_trained_evaluated_on_its_family_stored_and_paged(tmp
     shutil.rmtree(tmp_path / "runs")
     assert generalist.main(argv) == 0
     assert "not trained or evaluated again" in capsys.readouterr().out
+    # shipping needs the weights the stored seed was evaluated with: refused in one line without them
+    assert generalist.main([*argv, "--ship", str(ship)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is gone" in err and len(err.splitlines()) == 1

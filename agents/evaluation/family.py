@@ -79,6 +79,8 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
                          fingerprint: Mapping[str, Any], workers: int = 1) -> dict[str, Any]:
     """The family seed file of one finished run: its ``best.pt`` on every scenario's held-out workloads,
     acting as that scenario's recipe does."""
+    from agents.training.checkpoints import RESULT_FILE
+
     from .results import file_sha256
     from .runner import SchedulerSpec, check_checkpoint, run_evaluation
     from .summary import per_seed_means
@@ -94,8 +96,21 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
         per_scenario[name] = {"action": action, "conflicts": conflicts,
                               "mean_jct": [None if np.isnan(v) else float(v) for v in per_seed_means(results)],
                               "truncated": int(sum(bool(r.truncated) for r in results))}
+    result = best.parent / RESULT_FILE
     return {"format": SEED_FORMAT, "recipe_name": recipe, "seed": seed, "recipe": dict(fingerprint),
-            "best_sha256": file_sha256(best), "heldout": [int(s) for s in heldout], "scenarios": per_scenario}
+            "best_sha256": file_sha256(best), "training": json.loads(result.read_text()) if result.is_file() else None,
+            "heldout": [int(s) for s in heldout], "scenarios": per_scenario}
+
+
+def shipped_seed(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What the checkpoint index says of a family seed's ``best.pt`` when it is shipped: its hash, its
+    run's budget, wall time and device (None where the file predates them) and its held-out mean JCT
+    on every scenario of the family."""
+    training = doc.get("training") or {}
+    return {"sha256": doc["best_sha256"], "env_steps": training.get("env_steps"), "wall_s": training.get("wall_s"),
+            "device": training.get("device"),
+            "mean_jct": {name: float(np.nanmean([np.nan if v is None else v for v in s["mean_jct"]]))
+                         for name, s in doc["scenarios"].items()}}
 
 
 def own_results(out: Path, scenario: str) -> dict[str, Any] | None:

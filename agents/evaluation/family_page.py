@@ -3,10 +3,22 @@ the scenario's own recipe and its best non-oracle baseline (rows from :func:`.fa
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Mapping
 
 from .columns import Column, Table
 from .formatting import MISSING, code_list, fmt, mean_sd, paired, yes_no
+
+
+#: the page and its JSON under the results directory: one section per family recipe
+PAGE, PAGE_JSON = "generalist.md", "generalist.json"
+
+
+def read_sections(out: Path) -> dict[str, dict[str, Any]]:
+    """The family page's sections under ``out`` (recipe name -> its JSON entry); empty without a page."""
+    path = Path(out) / PAGE_JSON
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _own(row: Mapping[str, Any]) -> str:

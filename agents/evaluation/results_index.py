@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .columns import Column, Table, markdown_lines
+from .family_page import PAGE as FAMILY_PAGE
+from .family_page import read_sections
 from .formatting import MISSING, count, duration, fmt, mean_sd, missing, paired
 from .results import RecipeResults, file_sha256, read_all
 from .results_page import verdicts
@@ -53,9 +55,16 @@ INDEX_TABLE = Table(
 )
 
 
+#: the command that rewrites the index pages from the results already there
+INDEX_COMMAND = "python benchmarks/reproduce.py --index-only --ship checkpoints"
+#: the scenarios of the index page, in the order of the paper's figures
+SCENARIO_ORDER = ("synthetic-3", "synthetic-6", "multi-3", "hetero-6", "testbed-3", "testbed-6", "sjf-3")
+#: the project's own results directory, whose index the top-level README.md repeats
+PROJECT_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+
 #: the results directory's other pages, linked below the index table when present: (path, what it shows)
 OTHER_PAGES = (
-    ("generalist.md", "one policy per task family, on every scenario of its family (`benchmarks/generalist.py`)"),
+    (FAMILY_PAGE, "one policy per task family, on every scenario of its family (`benchmarks/generalist.py`)"),
     ("tuning/", "recipe changes screened on validation workloads (`benchmarks/tune.py`)"),
 )
 
@@ -121,6 +130,19 @@ def update_readme(readme: Path, index: str) -> bool:
     return True
 
 
+def _family_cells(path: Path, section: Mapping[str, Any]) -> list[str]:
+    """A shipped family checkpoint's row: seed 0 of a family recipe (its section of the family page), its
+    held-out mean JCT on each scenario of the family and the recipe's mean over seeds there."""
+    s0, rows = section["seed0"], section["rows"]
+    seeds = len(rows[0]["seeds"]) if rows else 0
+    return [f"`{path.name}`", f"`{section['command']}`",
+            MISSING if s0["env_steps"] is None else f"{count(s0['env_steps'])} env steps",
+            MISSING if s0["wall_s"] is None else f"{duration(s0['wall_s'])}, {s0['device']}",
+            "; ".join(f"{name} {fmt(v)}" for name, v in s0["mean_jct"].items()),
+            "; ".join(f"{r['scenario']} {mean_sd(r['mean_jct'], r['sd'])}" for r in rows)
+            + f" ({seeds} seed{'s' if seeds != 1 else ''})"]
+
+
 def _checkpoint_cells(path: Path, r: RecipeResults | None) -> list[str]:
     """A shipped checkpoint's row: from the results of the recipe whose seed 0 it is (``r``), or a note."""
     if r is None:
@@ -135,10 +157,18 @@ def _checkpoint_cells(path: Path, r: RecipeResults | None) -> list[str]:
             f"{mean_sd(o.get('mean_jct'), o.get('sd'))} ({seeds})"]
 
 
+def _row(path: Path, by_sha: Mapping[str, RecipeResults], families: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    sha = file_sha256(path)
+    if sha not in by_sha and sha in families:
+        return _family_cells(path, families[sha])
+    return _checkpoint_cells(path, by_sha.get(sha))
+
+
 def checkpoint_index(checkpoints: Path, out: Path, order: Sequence[str] = ()) -> str:
     """``checkpoints/README.md``: one row per shipped file, from the results of the recipe whose
     seed 0 it is (matched by content); a file that is no such seed says so."""
     by_sha = {r.seed0_sha256: r for r in read_all(out, order) if r.seed0_sha256}
+    families = {sec["seed0"]["sha256"]: sec for sec in read_sections(out).values() if sec.get("seed0")}
     names = [n for n in order if (checkpoints / f"{n}.pt").is_file()]
     names += sorted(p.stem for p in checkpoints.glob("*.pt") if p.stem not in names)
     paths = [checkpoints / f"{name}.pt" for name in names]
@@ -146,12 +176,33 @@ def checkpoint_index(checkpoints: Path, out: Path, order: Sequence[str] = ()) ->
         "# Shipped checkpoints",
         "",
         "Each file is seed 0 of its scenario's recipe, copied by `benchmarks/reproduce.py --ship checkpoints` "
-        "(this table is written by the same command). Retrain one with the command shown; "
-        "`python train.py --config <scenario> --seed 0` is its training run. Held out: workloads "
-        "500000..500029, mean JCT of this file and the mean over the recipe's training seeds.",
+        "(this table is written by the same command), or seed 0 of a family recipe, copied by "
+        "`benchmarks/generalist.py --ship checkpoints` (one policy for every scenario of its family). Retrain "
+        "one with the command shown; `python train.py --config <scenario or recipe> --seed 0` is its training "
+        "run. Held out: workloads 500000..500029, mean JCT of this file and the mean over the recipe's "
+        "training seeds (a family file: on each scenario of its family).",
         "",
         *markdown_lines(["file", "command", "budget", "wall time, device (this seed)", "held out: this file",
-                         "mean over seeds"], [_checkpoint_cells(p, by_sha.get(file_sha256(p))) for p in paths]),
+                         "mean over seeds"], [_row(p, by_sha, families) for p in paths]),
         "",
     ]
     return "\n".join(lines)
+
+
+def write_indexes(out: Path, ship: Path | None) -> list[Path]:
+    """Every ``<out>/<scenario>.md`` again from its JSON, ``<out>/README.md``; the top-level README's
+    results table when ``out`` is this project's ``docs/results``; ``<ship>/README.md`` when checkpoints
+    are shipped."""
+    from .results_page import write_scenario_page
+
+    written = [write_scenario_page(out, r) for r in read_all(out, SCENARIO_ORDER)]
+    index = write_index(out, INDEX_COMMAND, SCENARIO_ORDER)
+    written.append(index)
+    readme = PROJECT_RESULTS.parent.parent / "README.md"
+    if out.resolve() == PROJECT_RESULTS and update_readme(readme, index.read_text()):
+        written.append(readme)
+    if ship is not None:
+        path = ship / "README.md"
+        path.write_text(checkpoint_index(ship, out, SCENARIO_ORDER))
+        written.append(path)
+    return written

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Callable, Mapping, Sequence
 
 #: the project root (train.py lives there)
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -299,3 +299,25 @@ def run_command(prog: str, run: Callable[[Any], int], args: Any) -> int:
     except (ConfigError, TraceError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def check_ship(args: Any, runs: Mapping[int, SeedRun], stored: Mapping[int, Mapping[str, Any]]) -> None:
+    """``--ship`` copies seed 0's ``best.pt``: :class:`ConfigError` without seed 0, or when seed 0 is
+    stored and its run directory lacks the very ``best.pt`` it was evaluated with."""
+    from agents.training.checkpoints import BEST
+    from envs.config import ConfigError
+
+    from .results import file_sha256
+
+    if not args.ship:
+        return
+    if 0 not in runs:
+        raise ConfigError("--ship copies seed 0's best.pt: include seed 0 (--first-seed 0)")
+    if 0 in stored:
+        best = runs[0].run_dir / BEST
+        if not best.is_file():
+            raise ConfigError(f"--ship copies seed 0's best.pt, and {best} is gone (seed 0's results are stored "
+                              "without its weights): ship from the machine that trained it, or leave out --ship")
+        if file_sha256(best) != stored[0]["best_sha256"]:
+            raise ConfigError(f"--ship: {best} is not the best.pt stored seed 0 was evaluated with; "
+                              "rerun with --restart to evaluate it again, or leave out --ship")
