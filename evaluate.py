@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="device of the policy network (default cpu; auto = cuda when available)")
     p.add_argument("--policy-action", default=None, choices=EVAL_ACTIONS,
                    help="how checkpoints act: the most likely joint action (argmax), a (seeded) sample, or a "
-                        "sampled slot with its most likely allocation (sample-slot) (default: as each "
+                        "sampled slot with its most likely allocation (sample-slot), or argmax with an idle "
+                        "cluster's agent starting its task when it can (argmax-busy) (default: as each "
                         "checkpoint's training run validated it, train.eval_action)")
     p.add_argument("--policy-conflicts", default=None, choices=CONFLICT_MODES,
                    help="how checkpoints' agents that want the same task are reconciled: Bayes' rule (the "

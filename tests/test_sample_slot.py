@@ -1,5 +1,6 @@
 """Acting by ``sample-slot`` (``train.eval_action``, ``evaluate.py --policy-action``): the slots are
-sampled as ``sample`` samples them, and every placing agent takes its most likely allocation."""
+sampled as ``sample`` samples them, and every placing agent takes its most likely allocation; and by
+``argmax-busy``: the most likely joint action, an idle cluster's agent starting its task when it can."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import torch
 
 from agents.policy.config import PolicyConfig
-from agents.policy.modes import EVAL_ACTIONS, SAMPLE_SLOT
+from agents.policy.modes import ARGMAX_BUSY, EVAL_ACTIONS, SAMPLE_SLOT
 from agents.policy.network import TapFingerPolicy
 from agents.policy.scheduler import TapFingerScheduler
 from envs.config import load_scenario
@@ -57,3 +58,40 @@ def test_the_scheduler_acts_by_sample_slot_when_asked():
     scheduler = TapFingerScheduler(policy=policy, deterministic=False, argmax_allocation=True)
     assert scheduler.argmax_allocation and not scheduler.deterministic
     assert not TapFingerScheduler(policy=policy).argmax_allocation  # a policy object acts by argmax
+
+
+def test_argmax_busy_starts_a_task_where_argmax_leaves_an_idle_cluster_idle():
+    """The deterministic choice with the void allocation skipped where the agent's cluster runs nothing
+    (``argmax-busy``): on a distribution whose most likely entry is void, an idle agent takes its most
+    likely start and a busy one keeps the void; an agent with no valid start keeps the void."""
+    from agents.policy.distribution import MaskedCategorical
+
+    logits = torch.tensor([[[3.0, 1.0, 2.0, 0.5], [3.0, 1.0, 2.0, 0.5], [3.0, 1.0, 2.0, 0.5]]])
+    mask = torch.tensor([[[True, True, True, True], [True, True, True, True], [True, False, False, False]]])
+    dist = MaskedCategorical.from_logits(logits, mask)
+    idle = torch.tensor([[True, False, True]])
+    assert dist.mode().tolist() == [[0, 0, 0]]
+    assert dist.mode_starting(idle).tolist() == [[2, 0, 0]]
+    assert ARGMAX_BUSY in EVAL_ACTIONS
+
+
+def test_argmax_busy_acts_as_argmax_except_on_idle_clusters():
+    for conflicts in ("bayes", "room"):
+        policy, batch = _busy_batch(conflicts)
+        with torch.no_grad():  # some agents' void allocation made the most likely
+            policy.alloc_head.out.bias[::2, -1] += 30.0
+        assert (batch["cluster_x"][..., 5] == 0).all()  # nothing placed yet: every cluster is idle
+        plain = policy.act(batch, deterministic=True, generator=torch.Generator().manual_seed(2))
+        busy = policy.act(batch, deterministic=True, generator=torch.Generator().manual_seed(2), keep_busy=True)
+        placing = ~busy.skip & (busy.action[..., 2] == 0)
+        assert (plain.action[..., 1][placing] == 0).any(), conflicts  # argmax leaves idle clusters idle
+        assert placing.any() and (busy.action[..., 1][placing] > 0).all(), conflicts  # no idle agent voids
+        starts = plain.action[..., 1] > 0
+        assert torch.equal(busy.action[starts], plain.action[starts]), conflicts  # argmax's starts are kept
+        busy_batch = {k: v.clone() for k, v in batch.items()}
+        busy_batch["cluster_x"][..., 5] = 0.5  # every cluster runs something: argmax-busy is argmax
+        assert torch.equal(policy.act(busy_batch, deterministic=True, generator=torch.Generator().manual_seed(2),
+                                      keep_busy=True).action,
+                           policy.act(busy_batch, deterministic=True, generator=torch.Generator().manual_seed(2)).action)
+    scheduler = TapFingerScheduler(policy=policy, keep_busy=True)
+    assert scheduler.keep_busy and scheduler.deterministic

@@ -595,7 +595,7 @@ def test_ray_vector_env_trains_with_a_local_ray_instance(tmp_path):
         ray.shutdown()
 
 
-@pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False)])
+@pytest.mark.parametrize("action, deterministic", [("argmax", True), ("sample", False), ("argmax-busy", True)])
 def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
     from agents.training.envs import training_envs
     from agents.training.loop import build_algorithm
@@ -607,9 +607,10 @@ def test_eval_action_sets_how_validation_acts(tmp_path, action, deterministic):
     finally:
         envs.close()
     assert algorithm.policy.deterministic_eval is deterministic
+    assert algorithm.policy.keep_busy_eval is (action == "argmax-busy")
 
 
-@pytest.mark.parametrize("action", ["argmax", "sample"])
+@pytest.mark.parametrize("action", ["argmax", "sample", "argmax-busy"])
 def test_validation_takes_the_decisions_evaluate_takes_on_the_same_workloads(tmp_path, action):
     """The logged validation mean JCT at the last step equals the mean over the validation seeds
     of the evaluation runner's episodes with last.pt (what ``evaluate.py --seed-offset 10000``
@@ -624,7 +625,7 @@ def test_validation_takes_the_decisions_evaluate_takes_on_the_same_workloads(tmp
     run_training(spec)
     logged = dict(_scalars(spec.run_dir)["test/mean_jct"])[80]
     scheduler = TapFingerScheduler(checkpoint=spec.run_dir / LAST)
-    assert scheduler.deterministic is (action == "argmax")
+    assert scheduler.deterministic is (action != "sample") and scheduler.keep_busy is (action == "argmax-busy")
     cfg = evaluation_scenario(spec.scenario, spec.train)
     alone = [run_episode(cfg, scheduler, spec.train.eval_seed + j).mean_jct for j in range(3)]
     assert float(np.mean(alone)) == pytest.approx(logged, rel=1e-6)

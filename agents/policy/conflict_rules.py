@@ -26,6 +26,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
+from envs.observation import FeatureColumns
+
 from .conflict import resolve_conflicts
 from .distribution import JointDistribution, MaskedCategorical
 from .modes import CONFLICT_MODES
@@ -44,6 +46,8 @@ class PassInputs:
     task); ``alloc_logits(slot)`` the masked allocation logits ``(B, N, A)`` at each agent's
     ``slot (B, N)``; ``agent_alloc_logp()`` a function ``f(i, slot (B,)) -> (B, A)``, agent ``i``'s
     allocation log-probabilities; ``free()`` each cluster's free (CPU, GPU) ``(B, N, 2)``.
+    ``keep_busy``: a most likely allocation is taken by
+    :meth:`~agents.policy.distribution.MaskedCategorical.mode_starting` on :meth:`idle` (``argmax-busy``).
     """
 
     obs: Mapping[str, Tensor]
@@ -54,6 +58,11 @@ class PassInputs:
     alloc_logits: Callable[[Tensor], Tensor]
     agent_alloc_logp: Callable[[], Callable[[Any, Tensor], Tensor]]
     free: Callable[[], Tensor]
+    keep_busy: bool = False
+
+    def idle(self) -> Tensor | None:
+        """``(B, N)``: the agent's cluster runs no task, when :attr:`keep_busy`; else None."""
+        return self.obs["cluster_x"][..., FeatureColumns.running_tasks] == 0 if self.keep_busy else None
 
     def allocation(self, slot: Tensor) -> MaskedCategorical:
         """Each agent's allocation distribution at its ``slot (B, N)``."""
@@ -65,8 +74,9 @@ class PassInputs:
         likely one when acting deterministically or without allocation noise (``sample-slot``),
         else a sample by the noise's allocation draws."""
         dist = self.allocation(slot)
-        argmax = deterministic or (noise is not None and noise.allocation is None)
-        return dist, dist.mode() if argmax else dist.sample(required_noise(noise, "allocation"))
+        if not (deterministic or (noise is not None and noise.allocation is None)):
+            return dist, dist.sample(required_noise(noise, "allocation"))
+        return dist, dist.mode() if not self.keep_busy else dist.mode_starting(self.idle())
 
 
 @dataclass
@@ -141,7 +151,7 @@ class SequentialRule(ConflictRule):
     def choose(self, inputs: PassInputs, deterministic: bool, noise: ActNoise | None) -> RuleChoice:
         slot, alloc, sel_logp, al_logp, blocked = sequential_choice(
             inputs.logits, inputs.task_ids(), inputs.feasible, inputs.skip, inputs.agent_alloc_logp(), None,
-            deterministic, noise, self.order(inputs))
+            deterministic, noise, self.order(inputs), idle=inputs.idle())
         skip = inputs.skip | blocked
         dist = JointDistribution(MaskedCategorical(sel_logp), MaskedCategorical(al_logp), skip, torch.zeros_like(skip))
         return RuleChoice(slot, alloc, dist)

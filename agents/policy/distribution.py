@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -38,6 +39,15 @@ class MaskedCategorical:
     def mode(self) -> Tensor:
         """The deterministic choice (:func:`~agents.policy.noise.first_argmax`)."""
         return first_argmax(self.log_probs)
+
+    def mode_starting(self, idle: Tensor) -> Tensor:
+        """An allocation distribution's deterministic choice, except where ``idle`` (its leading
+        shape): there the most likely start (index 0, the void allocation, left out) whenever a start
+        is valid, so an idle cluster's agent never declines a task it can start."""
+        best = self.mode()
+        starts = self.log_probs[..., 1:]
+        can_start = starts.max(-1).values > MASK_VALUE / 2
+        return torch.where(idle & can_start & (best == 0), first_argmax(starts) + 1, best)
 
     def sample(self, u: Tensor) -> Tensor:
         """A sample by the Gumbel-max trick on uniforms ``u`` (the shape of :attr:`log_probs`)."""

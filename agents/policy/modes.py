@@ -26,9 +26,14 @@ PAPER_CONFLICTS = "bayes"
 #: how a trained policy acts outside training (``train.eval_action``, saved with every checkpoint,
 #: the default of ``evaluate.py --policy-action``): the most likely joint action, a sample from
 #: the policy (seeded, so reproducible), or the slot sampled and the most likely allocation for
-#: it (``sample-slot``). Sampling breaks the symmetry of identical agents that pick the same task
+#: it (``sample-slot``), or the most likely joint action with an idle cluster's agent starting its
+#: chosen task instead of taking the void allocation when it can start it (``argmax-busy``: a
+#: deterministic policy that prefers void on an idle cluster meets the same state again and again, and
+#: its queue only grows). Sampling breaks the symmetry of identical agents that pick the same task
 #: (a lost single-mode conflict idles the cluster for a real step).
-EVAL_ACTIONS = ("argmax", "sample", "sample-slot")
-ARGMAX, SAMPLE, SAMPLE_SLOT = EVAL_ACTIONS
+EVAL_ACTIONS = ("argmax", "sample", "sample-slot", "argmax-busy")
+ARGMAX, SAMPLE, SAMPLE_SLOT, ARGMAX_BUSY = EVAL_ACTIONS
+#: the acting modes that take the most likely joint action (no random draw decides)
+DETERMINISTIC_ACTIONS = (ARGMAX, ARGMAX_BUSY)
 #: torch.compile modes of :meth:`agents.policy.network.TapFingerPolicy.compile_passes` (``train.compile``)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

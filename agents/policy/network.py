@@ -206,6 +206,7 @@ class TapFingerPolicy(nn.Module):
         action: Tensor | None = None,
         deterministic: bool = False,
         noise: ActNoise | None = None,
+        keep_busy: bool = False,
     ) -> JointPass:
         """The one path for sampling and re-evaluation (CleanRL's ``get_action_and_value``).
 
@@ -213,6 +214,7 @@ class TapFingerPolicy(nn.Module):
         samples (or, deterministic, takes the most likely) joint action, on the random draws
         ``noise`` (:func:`draw_act_noise`: nothing is drawn here, so the pass is a function of
         tensors). Otherwise the rule scores the stored ``action (B, N, 3)`` = (slot, allocation, lost).
+        ``keep_busy``: a most likely allocation never leaves an idle cluster idle (``argmax-busy``).
         """
         feasible = obs["feasible"].bool()
         inputs = PassInputs(
@@ -222,6 +224,7 @@ class TapFingerPolicy(nn.Module):
             alloc_logits=lambda slot: self._alloc_logits(obs, enc, slot),
             agent_alloc_logp=lambda: self._agent_alloc_logp(obs, enc),
             free=lambda: self._free(obs),
+            keep_busy=keep_busy,
         )
         rule = conflict_rule(self.cfg)
         if action is None:
@@ -254,9 +257,12 @@ class TapFingerPolicy(nn.Module):
         generator: Generators = None,
         with_value: bool = False,
         argmax_allocation: bool = False,
+        keep_busy: bool = False,
     ) -> ActOutput:
         """Sample (or, deterministic, take the argmax of) a joint action for every sample;
-        ``argmax_allocation``: sample the slots but take each agent's most likely allocation.
+        ``argmax_allocation``: sample the slots but take each agent's most likely allocation;
+        ``keep_busy``: a most likely allocation of an agent whose cluster runs nothing starts its
+        task when it can (``argmax-busy`` with ``deterministic``).
 
         Random draws (selection, conflict ties, allocation) all come from ``generator`` (one for
         the batch or one per sample, :data:`~agents.policy.conflict.Generators`), drawn up front
@@ -269,7 +275,7 @@ class TapFingerPolicy(nn.Module):
             obs = self.as_tensors(obs)
             noise = self.draw_noise(obs, deterministic, generator, argmax_allocation)
             fn = self._compiled.get("act")
-            out = (fn or self._act)(obs, noise, deterministic, with_value)
+            out = (fn or self._act)(obs, noise, deterministic, with_value, keep_busy)
         return ActOutput(
             action=out.action.clone(), log_prob=out.log_prob.clone(), entropy=out.entropy.clone(),
             skip=out.skip.clone(), value=None if out.value is None else out.value.clone(),
@@ -285,11 +291,12 @@ class TapFingerPolicy(nn.Module):
         return draw_act_noise((B, N, P, C1 * G1), self.cfg.conflicts, deterministic, generator, self.device,
                               argmax_allocation)
 
-    def _act(self, obs: dict[str, Tensor], noise: ActNoise, deterministic: bool, with_value: bool) -> ActOutput:
+    def _act(self, obs: dict[str, Tensor], noise: ActNoise, deterministic: bool, with_value: bool,
+             keep_busy: bool = False) -> ActOutput:
         """The acting pass on :meth:`as_tensors` output and pre-drawn ``noise``: tensors in,
         tensors out (compiled whole by :meth:`compile_passes`)."""
         enc = self.encode(obs)
-        out = self._joint_pass(obs, enc, deterministic=deterministic, noise=noise)
+        out = self._joint_pass(obs, enc, deterministic=deterministic, noise=noise, keep_busy=keep_busy)
         skip, lost = out.skip, out.lost
         sel = torch.where(skip, torch.zeros_like(out.slot), out.slot)
         alloc = torch.where(skip | lost, torch.zeros_like(out.allocation), out.allocation)

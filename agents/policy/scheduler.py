@@ -33,7 +33,7 @@ from envs.scheduling import Decision
 
 from .checkpoint import check_compatible, checkpoint_eval_action, checkpoint_eval_conflicts, load_policy_checkpoint
 from .coordination import CoordinationTally
-from .modes import ARGMAX, SAMPLE_SLOT
+from .modes import ARGMAX, ARGMAX_BUSY, DETERMINISTIC_ACTIONS, SAMPLE_SLOT
 from .network import TapFingerPolicy
 from .noise import episode_generator
 from .observations import obs_to_torch
@@ -59,6 +59,8 @@ class TapFingerScheduler:
     as the checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_action`),
     True for a policy object. ``argmax_allocation``: when sampling, take each agent's most likely
     allocation for its sampled slot (``sample-slot``); None: as the checkpoint's run validated it.
+    ``keep_busy``: an agent whose cluster runs nothing starts its chosen task rather than take the void
+    allocation, when it can (``argmax-busy``); None: as the checkpoint's run validated it.
     ``conflicts``: run the policy's agents in this mode (:data:`~agents.policy.modes.CONFLICT_MODES`;
     it sets the policy's ``cfg.conflicts``, the same weights serve either); None: as the
     checkpoint's run validated it (:func:`~agents.policy.checkpoint.checkpoint_eval_conflicts`), as
@@ -79,6 +81,7 @@ class TapFingerScheduler:
         deterministic: bool | None = None,
         conflicts: str | None = None,
         argmax_allocation: bool | None = None,
+        keep_busy: bool | None = None,
         start_floor: str = "scenario",
         own_builder: bool = False,
     ) -> None:
@@ -95,8 +98,9 @@ class TapFingerScheduler:
         if conflicts is not None:
             self.policy.cfg = dataclasses.replace(self.policy.cfg, conflicts=conflicts)  # validated: ConfigError
         validated = ARGMAX if checkpoint is None else checkpoint_eval_action(self.meta, checkpoint)
-        self.deterministic = bool(validated == ARGMAX if deterministic is None else deterministic)
+        self.deterministic = bool(validated in DETERMINISTIC_ACTIONS if deterministic is None else deterministic)
         self.argmax_allocation = bool(validated == SAMPLE_SLOT if argmax_allocation is None else argmax_allocation)
+        self.keep_busy = bool(validated == ARGMAX_BUSY if keep_busy is None else keep_busy)
         self.name = self.policy.cfg.variant
         self.start_floor = check_start_floor(start_floor)
         self.own_builder = bool(own_builder)
@@ -134,7 +138,8 @@ class TapFingerScheduler:
     def decide(self, sim: Simulator) -> Decision:
         raw = self.observe(sim)
         out = self.policy.act(obs_to_torch(raw, self.device), deterministic=self.deterministic,
-                              generator=self.generator, argmax_allocation=self.argmax_allocation)
+                              generator=self.generator, argmax_allocation=self.argmax_allocation,
+                              keep_busy=self.keep_busy)
         return self._decision(sim, raw, out.action[0].cpu().numpy())
 
     def _decision(self, sim: Simulator, raw: dict[str, np.ndarray], action: np.ndarray) -> Decision:
@@ -164,11 +169,12 @@ class TapFingerScheduler:
             return []
         first = schedulers[0]
         if any(s.policy is not first.policy or s.deterministic != first.deterministic
-               or s.argmax_allocation != first.argmax_allocation for s in schedulers):
+               or s.argmax_allocation != first.argmax_allocation or s.keep_busy != first.keep_busy
+               for s in schedulers):
             raise ValueError("decide_batch: the schedulers must share one policy and its action mode")
         raws = [s.observe(sim) for s, sim in zip(schedulers, sims, strict=True)]
         obs = obs_to_torch({k: np.stack([r[k] for r in raws]) for k in raws[0]}, first.device, add_batch=False)
         out = first.policy.act(obs, deterministic=first.deterministic, generator=[s.generator for s in schedulers],
-                               argmax_allocation=first.argmax_allocation)
+                               argmax_allocation=first.argmax_allocation, keep_busy=first.keep_busy)
         actions = out.action.cpu().numpy()
         return [s._decision(sim, raw, a) for s, sim, raw, a in zip(schedulers, sims, raws, actions)]

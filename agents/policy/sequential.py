@@ -22,6 +22,7 @@ def sequential_choice(
     deterministic: bool = False,
     noise: ActNoise | None = None,
     order: Tensor | None = None,
+    idle: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor | None, Tensor]:
     """Choices with ``conflicts="sequential"`` or ``"room"``: agents choose one after another,
     and a task started by an earlier agent (``key (B, N, P)``: the task id of each slot) is
@@ -39,7 +40,8 @@ def sequential_choice(
     stored ``(slot, allocation)`` pairs, whose masks are rebuilt from them. Returns ``(slot
     (B, N), allocation (B, N), masked selection log-probabilities (B, N, P), allocation
     log-probabilities at the slot (B, N, A), blocked (B, N))``; the two allocation entries are
-    ``None`` when re-evaluating.
+    ``None`` when re-evaluating. ``idle (B, N)``: a most likely allocation of an agent whose cluster is
+    idle starts its task when it can (``argmax-busy``, :meth:`MaskedCategorical.mode_starting`).
     """
     B, N, P = logits.shape
     sampling = chosen is None and not deterministic
@@ -50,6 +52,7 @@ def sequential_choice(
     sample_alloc = sampling and noise is not None and noise.allocation is not None  # else: argmax allocations
     noise_alloc = gumbel_noise(to_pos(noise.allocation)) if sample_alloc else None  # (B, N, A), by agent
     stored = None if chosen is None else to_pos(chosen)
+    idle = None if idle is None else to_pos(idle)
     claimed = torch.zeros(B, N * P, dtype=torch.bool, device=logits.device)
     slots, allocs, logps, alloc_logps, blocked = [], [], [], [], []
     for j in range(N):
@@ -61,7 +64,10 @@ def sequential_choice(
         else:
             slot = choice.mode() if noise_sel is None else choice.sample_gumbel(noise_sel[:, j])
             al = MaskedCategorical(alloc_logp(j if order is None else order[:, j], slot))
-            alloc = al.mode() if noise_alloc is None else al.sample_gumbel(noise_alloc[:, j])
+            if noise_alloc is not None:
+                alloc = al.sample_gumbel(noise_alloc[:, j])
+            else:
+                alloc = al.mode() if idle is None else al.mode_starting(idle[:, j])
             allocs.append(alloc)
             alloc_logps.append(al.log_probs)
         task = key[:, j].gather(1, slot.unsqueeze(1))  # (B, 1)

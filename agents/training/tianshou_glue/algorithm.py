@@ -115,6 +115,7 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
         precision: str = FLOAT32,
         argmax_allocation_eval: bool = False,
         eval_conflicts: str | None = None,
+        keep_busy_eval: bool = False,
     ) -> None:
         super().__init__(
             actor=ActorAdapter(net),
@@ -128,6 +129,8 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
         self.episode_generators: dict[int, torch.Generator] = {}  # evaluation episodes' (by workload seed)
         #: outside training steps, sample the slots but take the most likely allocations (``sample-slot``)
         self.argmax_allocation_eval = argmax_allocation_eval
+        #: outside training steps, an idle cluster's agent starts its chosen task when it can (``argmax-busy``)
+        self.keep_busy_eval = keep_busy_eval
         #: outside training steps, the agents' conflict mode (``train.eval_conflicts``; None: the net's own)
         self.eval_conflicts = eval_conflicts
         #: precision of the network passes when collecting (``train.precision``); evaluation
@@ -174,7 +177,8 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
             swap = evaluating and self.eval_conflicts is not None
             with self.net.conflicts_as(self.eval_conflicts) if swap else nullcontext():
                 out = self.net.act(obs, deterministic=deterministic, generator=generator, with_value=store,
-                                   argmax_allocation=evaluating and self.argmax_allocation_eval)
+                                   argmax_allocation=evaluating and self.argmax_allocation_eval,
+                                   keep_busy=evaluating and self.keep_busy_eval)
         stored = Batch(logp=out.log_prob.float().cpu().numpy())
         if store:
             stored.skip = out.skip.cpu().numpy()
