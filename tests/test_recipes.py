@@ -391,6 +391,18 @@ def test_a_page_names_every_option_beyond_the_paper_its_recipe_uses():
     assert "staggered starts" in text and "a penalty of 4.0" in text and "`room`" in text and "shared" not in text
 
 
+def test_every_acting_mode_beyond_the_paper_is_described_in_words():
+    from agents.policy.modes import ACTION_WORDS, EVAL_ACTIONS, PAPER_ACTIONS
+    from agents.training.config import options_beyond_the_paper
+
+    assert set(ACTION_WORDS) == set(EVAL_ACTIONS) - PAPER_ACTIONS
+    for action in EVAL_ACTIONS:
+        named = options_beyond_the_paper({"train": {"eval_action": action}, "policy": {"shared_actors": False}})
+        words = ACTION_WORDS.get(action)
+        assert named == ([] if words is None else [
+            f"agents that act outside training (validation, evaluation) by `{action}` ({words})"]), action
+
+
 def test_every_conflict_mode_beyond_the_paper_is_described_in_words():
     from agents.policy.modes import CONFLICT_MODES, CONFLICT_WORDS, PAPER_CONFLICTS
     from agents.training.config import options_beyond_the_paper

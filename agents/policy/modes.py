@@ -35,5 +35,13 @@ EVAL_ACTIONS = ("argmax", "sample", "sample-slot", "argmax-busy")
 ARGMAX, SAMPLE, SAMPLE_SLOT, ARGMAX_BUSY = EVAL_ACTIONS
 #: the acting modes that take the most likely joint action (no random draw decides)
 DETERMINISTIC_ACTIONS = (ARGMAX, ARGMAX_BUSY)
+#: the acting modes of the paper's policy as it stands (its most likely or a sampled joint action)
+PAPER_ACTIONS = frozenset({ARGMAX, SAMPLE})
+#: what each acting mode beyond the paper does, in words (a results page names the recipe's)
+ACTION_WORDS = {
+    SAMPLE_SLOT: "each agent's slot sampled, its most likely allocation taken",
+    ARGMAX_BUSY: "the most likely joint action, except that an idle cluster's agent starts its chosen task "
+                 "instead of taking the void allocation",
+}
 #: torch.compile modes of :meth:`agents.policy.network.TapFingerPolicy.compile_passes` (``train.compile``)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -44,7 +44,9 @@ from envs.config_section import (
 )
 
 from agents.limits import MAX_ENVS, MAX_STEPS
-from agents.policy.modes import ARGMAX, COMPILE_MODES, CONFLICT_MODES, CONFLICT_WORDS, EVAL_ACTIONS
+from agents.policy.modes import (
+    ACTION_WORDS, ARGMAX, COMPILE_MODES, CONFLICT_MODES, CONFLICT_WORDS, EVAL_ACTIONS, PAPER_ACTIONS,
+)
 
 from .malloc import MALLOC_MODES
 from .precision import FLOAT32, PRECISIONS
@@ -92,9 +94,9 @@ MAX_SEED = 2**32 - 1
 TRAIN_SEED_MIN = 1_000_000
 
 
-#: the recipe values that are the paper's method, ``"section.key" -> (the paper's value, the option
-#: otherwise)``: a recipe whose value differs uses an option beyond the paper, and its results page
-#: names it (:func:`options_beyond_the_paper`)
+#: the recipe values that are the paper's method, ``"section.key" -> (the paper's value, or a frozenset
+#: of its values, the option otherwise)``: a recipe whose value differs uses an option beyond the paper,
+#: and its results page names it (:func:`options_beyond_the_paper`)
 PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "policy.shared_actors": (False, "one set of actor weights shared by every agent (the paper trains one actor per agent)"),
     "policy.agent_id": (False, "a learned embedding of each agent's index"),
@@ -106,6 +108,8 @@ PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
     "train.scenarios": (None, "trained on other cluster counts: on {value} ({order}), validated on this scenario"),
+    "train.eval_action": (PAPER_ACTIONS, "agents that act outside training (validation, evaluation) by `{value}` "
+                                         "({action_words})"),
 }
 
 
@@ -117,11 +121,12 @@ def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[st
         section, key = dotted.split(".")
         default = getattr(TrainConfig() if section == "train" else _policy_defaults(), key)
         value = recipe.get(section, {}).get(key, default)
-        if value != paper:
+        if not (value in paper if isinstance(paper, frozenset) else value == paper):
             shown = ", ".join(f"`{v}`" for v in value) if isinstance(value, (list, tuple)) else value
             order = recipe.get("train", {}).get("scenario_order", TrainConfig.scenario_order)
-            out.append(words.format(value=shown, conflict_words=CONFLICT_WORDS.get(value, "") if isinstance(value, str)
-                                    else "", order=SCENARIO_ORDER_WORDS.get(order, order)))
+            named = value if isinstance(value, str) else ""
+            out.append(words.format(value=shown, conflict_words=CONFLICT_WORDS.get(named, ""),
+                                    action_words=ACTION_WORDS.get(named, ""), order=SCENARIO_ORDER_WORDS.get(order, order)))
     return out
 
 
