@@ -32,9 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: the page and its JSON under ``--out``
-
-
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.results import REPORT_SEEDS
     from agents.evaluation.seed_runs import add_machine_arguments

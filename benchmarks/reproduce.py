@@ -73,17 +73,6 @@ def recipe_command(args: argparse.Namespace) -> str:
     return seeds_command("reproduce.py", args)
 
 
-def recipe_validation(spec: Any) -> Any:
-    """The validation workloads of the resolved recipe ``spec``, as
-    :func:`~agents.evaluation.curves.read_validation` reads them from one of its run directories."""
-    from agents.evaluation.curves import Validation
-    from agents.training.envs import evaluation_scenario
-
-    train = spec.train
-    return Validation(evaluation_scenario(spec.scenario, train),
-                      [train.eval_seed + j for j in range(train.eval_episodes)], train.eval_scenario)
-
-
 def load_stored(args: argparse.Namespace, out: Path, scenario: str, runs: dict[int, Any],
                 heldout: list[int]) -> dict[int, dict[str, Any]]:
     """The stored seeds of ``runs`` (seed -> seed file) whose files hold this command's held-out
@@ -111,7 +100,7 @@ def load_stored(args: argparse.Namespace, out: Path, scenario: str, runs: dict[i
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves
+    from agents.evaluation.curves import Curves, baseline_means, baseline_specs, plot_curves, recipe_validation
     from agents.evaluation.results import (
         RecipeResults,
         baseline_table,

@@ -82,6 +82,17 @@ class Curves:
     bound: float
 
 
+def recipe_validation(spec: Any) -> Validation:
+    """The validation workloads of the resolved recipe ``spec`` (a
+    :class:`~agents.training.run_spec.RunSpec`), as :func:`read_validation` reads them from one of its
+    run directories."""
+    from agents.training.envs import evaluation_scenario
+
+    train = spec.train
+    return Validation(evaluation_scenario(spec.scenario, train),
+                      [train.eval_seed + j for j in range(train.eval_episodes)], train.eval_scenario)
+
+
 # ---------------------------------------------------------------------------------------
 # Reading a run directory
 # ---------------------------------------------------------------------------------------

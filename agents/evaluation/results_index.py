@@ -65,6 +65,8 @@ PROJECT_RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 #: the results directory's other pages, linked below the index table when present: (path, what it shows)
 OTHER_PAGES = (
     (FAMILY_PAGE, "one policy per task family, on every scenario of its family (`benchmarks/generalist.py`)"),
+    ("transfer.md", "every shipped checkpoint on the other scenarios of its family, validation workloads "
+                    "(`benchmarks/transfer.py`)"),
     ("tuning/", "recipe changes screened on validation workloads (`benchmarks/tune.py`)"),
 )
 
