@@ -23,7 +23,6 @@ to ``DIR/<recipe>.pt`` and writes ``DIR/README.md`` with its row. Exit codes: 0 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,6 +30,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
 
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.results import REPORT_SEEDS
@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import (
         SeedRun,
         check_ship,
+        ship_seed0,
         machine_device,
         recipe_fingerprint,
         resolve_recipe,
@@ -156,10 +157,7 @@ def run(args: argparse.Namespace) -> int:
     page = out / PAGE
     page.write_text(render_family_page(sections))
     if args.ship:
-        target = Path(args.ship) / f"{recipe}.pt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(runs[seeds[0]].run_dir / BEST, target)
-        print(f"shipped {runs[seeds[0]].run_dir / BEST} as {target}", flush=True)
+        ship_seed0(args.ship, runs, recipe)
     print(f"wrote {page_json}\nwrote {page}", flush=True)
     for path in write_indexes(out, Path(args.ship) if args.ship else None):
         print(f"wrote {path}", flush=True)

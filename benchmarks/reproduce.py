@@ -42,7 +42,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     from agents.evaluation.runner import REPORT_SEEDS
     from agents.evaluation.seed_runs import add_machine_arguments
@@ -118,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import (
         SeedRun,
         check_ship,
+        ship_seed0,
         machine_device,
         recipe_fingerprint,
         resolve_recipe,
@@ -215,11 +215,7 @@ def run(args: argparse.Namespace) -> int:
     paths = write_scenario_results(out, results)
     png = plot_curves(Curves(validation, curves, vmeans, vbound), out / f"{scenario}.png")
     if args.ship:
-        source = runs[0].run_dir / BEST
-        target = Path(args.ship) / f"{scenario}.pt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        print(f"shipped {source} as {target}", flush=True)
+        ship_seed0(args.ship, runs, scenario)
     for p in (*paths, png, *write_indexes(out, Path(args.ship) if args.ship else None)):
         print(f"wrote {p}", flush=True)
     print((out / f"{scenario}.md").read_text())

@@ -102,6 +102,11 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
             "heldout": [int(s) for s in heldout], "scenarios": per_scenario}
 
 
+def _workload_means(values: Sequence[float | None]) -> np.ndarray:
+    """A seed file's per-workload mean JCTs, a truncated workload's None as NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
 def shipped_seed(doc: Mapping[str, Any]) -> dict[str, Any]:
     """What the checkpoint index says of a family seed's ``best.pt`` when it is shipped: its hash, its
     run's budget, wall time and device (None where the file predates them) and its held-out mean JCT
@@ -109,8 +114,7 @@ def shipped_seed(doc: Mapping[str, Any]) -> dict[str, Any]:
     training = doc.get("training") or {}
     return {"sha256": doc["best_sha256"], "env_steps": training.get("env_steps"), "wall_s": training.get("wall_s"),
             "device": training.get("device"),
-            "mean_jct": {name: float(np.nanmean([np.nan if v is None else v for v in s["mean_jct"]]))
-                         for name, s in doc["scenarios"].items()}}
+            "mean_jct": {name: float(np.nanmean(_workload_means(s["mean_jct"]))) for name, s in doc["scenarios"].items()}}
 
 
 def own_results(out: Path, scenario: str) -> dict[str, Any] | None:
@@ -133,7 +137,7 @@ def family_row(scenario: str, docs: Sequence[Mapping[str, Any]], rival_means: np
     rival baseline (``rival_means``: per workload) with its 95% interval, and the scenario's own recipe."""
     from .summary import paired_from_means
 
-    per_seed = [np.array([np.nan if v is None else v for v in d["scenarios"][scenario]["mean_jct"]]) for d in docs]
+    per_seed = [_workload_means(d["scenarios"][scenario]["mean_jct"]) for d in docs]
     seed_means = np.array([float(np.nanmean(m)) for m in per_seed])
     paired = [paired_from_means(m, rival_means) for m in per_seed] if rival_means is not None else []
     first = docs[0]["scenarios"][scenario]

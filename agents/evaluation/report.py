@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agents.policy.modes import ARGMAX, ARGMAX_BUSY, SAMPLE, SAMPLE_SLOT
+from agents.policy.modes import ACTION_WORDS, ARGMAX, SAMPLE
 from envs.config import ConfigError, ScenarioConfig, available_scenarios, load_scenario
 from envs.progress import build_progress_functions
 
@@ -29,10 +29,7 @@ CHECKPOINT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 
 
 #: how a report says a checkpoint acted, after its path (argmax: nothing more)
-ACTING_TEXT = {SAMPLE: ", acting by seeded sampling.",
-               SAMPLE_SLOT: ", acting by seeded sampling of the slot with the most likely allocation.",
-               ARGMAX_BUSY: ", acting by the most likely joint action, an idle cluster's agent starting its task "
-                            "when it can."}
+ACTING_TEXT = {SAMPLE: ", acting by seeded sampling.", **{a: f", acting by {w}." for a, w in ACTION_WORDS.items()}}
 
 @dataclass
 class ReportEntry:

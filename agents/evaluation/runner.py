@@ -309,15 +309,13 @@ class Worker:
             from agents.baselines import make_scheduler
 
             return make_scheduler(spec.baseline, **dict(spec.options))
-        from agents.policy.modes import ARGMAX_BUSY, DETERMINISTIC_ACTIONS, SAMPLE_SLOT
+        from agents.policy.modes import acting_flags
         from agents.policy.scheduler import TapFingerScheduler
 
         if spec.name not in self.policies:  # CheckpointError (a ConfigError) on a bad file
             self.policies[spec.name] = TapFingerScheduler(checkpoint=spec.checkpoint, device=self.device).policy
         return TapFingerScheduler(policy=self.policies[spec.name], device=self.device,
-                                  deterministic=spec.action in DETERMINISTIC_ACTIONS,
-                                  argmax_allocation=spec.action == SAMPLE_SLOT, keep_busy=spec.action == ARGMAX_BUSY,
-                                  conflicts=spec.conflicts,
+                                  **acting_flags(spec.action)._asdict(), conflicts=spec.conflicts,
                                   start_floor=spec.start_floor, own_builder=batched)
 
     def run_job(self, index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:

@@ -321,3 +321,14 @@ def check_ship(args: Any, runs: Mapping[int, SeedRun], stored: Mapping[int, Mapp
         if file_sha256(best) != stored[0]["best_sha256"]:
             raise ConfigError(f"--ship: {best} is not the best.pt stored seed 0 was evaluated with; "
                               "rerun with --restart to evaluate it again, or leave out --ship")
+
+
+def ship_seed0(ship: str | Path, runs: Mapping[int, SeedRun], name: str) -> Path:
+    """Copy seed 0's ``best.pt`` (:func:`check_ship` passed) to ``<ship>/<name>.pt``."""
+    from agents.training.checkpoints import BEST
+
+    source, target = runs[0].run_dir / BEST, Path(ship) / f"{name}.pt"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    print(f"shipped {source} as {target}", flush=True)
+    return target

@@ -53,7 +53,8 @@ def transfer_sections(checkpoints: Path, workers: int = 1, progress: bool = Fals
     from .summary import paired_from_means, per_seed_means
 
     sources = shipped_sources(checkpoints)
-    reach = {s: family_scenarios(prepare_run(s)) for s in sources}
+    specs_of = {s: prepare_run(s) for s in sources}
+    reach = {s: family_scenarios(spec) for s, spec in specs_of.items()}
     targets = sorted({t for s in sources for t in reach[s] if t != s})
     sections = []
     for target in targets:
@@ -79,7 +80,7 @@ def transfer_sections(checkpoints: Path, workers: int = 1, progress: bool = Fals
         for source in acting:
             rows.append({
                 "source": source, "own": source == target,
-                "trained_on": [s.name for s in prepare_run(source).trained_on],
+                "trained_on": [s.name for s in specs_of[source].trained_on],
                 "mean_jct": float(np.nanmean(means[source])),
                 "truncated": int(sum(bool(r.truncated) for r in results[source])),
                 "vs_rival": None if rival is None else paired_from_means(means[source], means[rival[0]]),

@@ -76,7 +76,8 @@ class PassInputs:
         dist = self.allocation(slot)
         if not (deterministic or (noise is not None and noise.allocation is None)):
             return dist, dist.sample(required_noise(noise, "allocation"))
-        return dist, dist.mode() if not self.keep_busy else dist.mode_starting(self.idle())
+        idle = self.idle()
+        return dist, dist.mode() if idle is None else dist.mode_starting(idle)
 
 
 @dataclass

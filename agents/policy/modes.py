@@ -4,6 +4,8 @@ runner as well as by the policy itself)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 #: Bayes conflict priors (``PolicyConfig.prior``): the paper's eq. 11, or the reference code's softmax
 PRIORS = ("paper", "code")
 #: how agents that want the same task are reconciled (``PolicyConfig.conflicts``); each mode's
@@ -33,15 +35,27 @@ PAPER_CONFLICTS = "bayes"
 #: (a lost single-mode conflict idles the cluster for a real step).
 EVAL_ACTIONS = ("argmax", "sample", "sample-slot", "argmax-busy")
 ARGMAX, SAMPLE, SAMPLE_SLOT, ARGMAX_BUSY = EVAL_ACTIONS
-#: the acting modes that take the most likely joint action (no random draw decides)
-DETERMINISTIC_ACTIONS = (ARGMAX, ARGMAX_BUSY)
 #: the acting modes of the paper's policy as it stands (its most likely or a sampled joint action)
 PAPER_ACTIONS = frozenset({ARGMAX, SAMPLE})
-#: what each acting mode beyond the paper does, in words (a results page names the recipe's)
+#: what each acting mode beyond the paper does, in words after "acting by" (a results page names the
+#: recipe's, an evaluation report the checkpoint's)
 ACTION_WORDS = {
-    SAMPLE_SLOT: "each agent's slot sampled, its most likely allocation taken",
-    ARGMAX_BUSY: "the most likely joint action, except that an idle cluster's agent starts its chosen task "
-                 "instead of taking the void allocation",
+    SAMPLE_SLOT: "seeded sampling of the slot with the most likely allocation",
+    ARGMAX_BUSY: "the most likely joint action, an idle cluster's agent starting its task when it can",
 }
+
+
+class ActingFlags(NamedTuple):
+    """The arguments of :meth:`agents.policy.network.TapFingerPolicy.act` that make an acting mode."""
+
+    deterministic: bool  # the most likely joint action, no random draw deciding
+    argmax_allocation: bool  # sampled slots, each with its most likely allocation
+    keep_busy: bool  # an idle cluster's agent starts its chosen task rather than take the void allocation
+
+
+def acting_flags(action: str) -> ActingFlags:
+    """How a policy acting by ``action`` (:data:`EVAL_ACTIONS`) calls ``act``."""
+    return ActingFlags(deterministic=action in (ARGMAX, ARGMAX_BUSY), argmax_allocation=action == SAMPLE_SLOT,
+                       keep_busy=action == ARGMAX_BUSY)
 #: torch.compile modes of :meth:`agents.policy.network.TapFingerPolicy.compile_passes` (``train.compile``)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -33,7 +33,7 @@ from envs.scheduling import Decision
 
 from .checkpoint import check_compatible, checkpoint_eval_action, checkpoint_eval_conflicts, load_policy_checkpoint
 from .coordination import CoordinationTally
-from .modes import ARGMAX, ARGMAX_BUSY, DETERMINISTIC_ACTIONS, SAMPLE_SLOT
+from .modes import ARGMAX, acting_flags
 from .network import TapFingerPolicy
 from .noise import episode_generator
 from .observations import obs_to_torch
@@ -97,10 +97,10 @@ class TapFingerScheduler:
             conflicts = checkpoint_eval_conflicts(self.meta, self.policy.cfg.conflicts, checkpoint)
         if conflicts is not None:
             self.policy.cfg = dataclasses.replace(self.policy.cfg, conflicts=conflicts)  # validated: ConfigError
-        validated = ARGMAX if checkpoint is None else checkpoint_eval_action(self.meta, checkpoint)
-        self.deterministic = bool(validated in DETERMINISTIC_ACTIONS if deterministic is None else deterministic)
-        self.argmax_allocation = bool(validated == SAMPLE_SLOT if argmax_allocation is None else argmax_allocation)
-        self.keep_busy = bool(validated == ARGMAX_BUSY if keep_busy is None else keep_busy)
+        validated = acting_flags(ARGMAX if checkpoint is None else checkpoint_eval_action(self.meta, checkpoint))
+        self.deterministic = bool(validated.deterministic if deterministic is None else deterministic)
+        self.argmax_allocation = bool(validated.argmax_allocation if argmax_allocation is None else argmax_allocation)
+        self.keep_busy = bool(validated.keep_busy if keep_busy is None else keep_busy)
         self.name = self.policy.cfg.variant
         self.start_floor = check_start_floor(start_floor)
         self.own_builder = bool(own_builder)

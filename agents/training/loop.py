@@ -20,7 +20,7 @@ import torch
 from tianshou.algorithm.optim import TorchOptimizerFactory
 from tianshou.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
-from agents.policy.modes import ARGMAX_BUSY, DETERMINISTIC_ACTIONS, SAMPLE_SLOT
+from agents.policy.modes import acting_flags
 from envs.observation import ObservationSpec
 
 from . import rundir
@@ -189,10 +189,11 @@ def build_algorithm(spec: RunSpec, env: VectorEnv, device: torch.device) -> tupl
     t = spec.train
     if t.compile:
         net.compile_passes(t.compile)
+    acting = acting_flags(t.eval_action)
     policy = TianshouJointPolicy(net, action_space=env.action_space[0], observation_space=env.observation_space[0],
-                                 deterministic_eval=t.eval_action in DETERMINISTIC_ACTIONS, precision=t.precision,
-                                 argmax_allocation_eval=t.eval_action == SAMPLE_SLOT,
-                                 keep_busy_eval=t.eval_action == ARGMAX_BUSY, eval_conflicts=t.eval_conflicts)
+                                 deterministic_eval=acting.deterministic, precision=t.precision,
+                                 argmax_allocation_eval=acting.argmax_allocation, keep_busy_eval=acting.keep_busy,
+                                 eval_conflicts=t.eval_conflicts)
     algorithm = MultiAgentPPO(policy=policy, optim=TorchOptimizerFactory(adam, lr=t.lr),
                               settings=LossSettings.from_train(t, spec.scenario.mode))
     return algorithm, net
