@@ -71,14 +71,14 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agents.evaluation.ablations import RECIPE, plot_variants, policy_name
-    from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_validation
+    from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_scalars, read_validation
     from agents.evaluation.results import steps_to_beat, validation_rival
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, VALIDATION_KEYS, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key,
-        summarise,
+        PROBE_KEY, TRAINING_SIGNALS, VALIDATION_KEYS, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir,
+        sets_probe_key, summarise, training_signals,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
     from agents.training.checkpoints import BEST, RESULT_FILE
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     probe = probe_overrides(args.probe)
     recipe_steps = prepare_run(args.config).train.steps  # the recipe's own budget (bad YAML: ConfigError here)
     spec = prepare_run(args.config, list(probe))  # the recipe as it trains here (a probe: at the probe's steps)
+    trains_on = {RECIPE: list(spec.train.scenarios or [spec.scenario.name])}
     for c in candidates:  # every candidate's overrides are valid, and it validates on the recipe's workloads
         try:
             cspec = prepare_run(args.config, [*c.overrides, *probe])
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         if cspec.scenario.name != spec.scenario.name:
             raise ConfigError(f"--candidate {c.name} renames the scenario ({cspec.scenario.name!r}); "
                               "candidates change the recipe, not the scenario's name")
+        trains_on[c.name] = list(cspec.train.scenarios or [cspec.scenario.name])
     scenario = spec.scenario.name
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     runs, recipe_runs = Path(args.runs), Path(args.recipe_runs)
@@ -154,13 +156,15 @@ def run(args: argparse.Namespace) -> int:
             curves[n].append(curve.points)
             best = means[policy_name(n, s)]
             recipe = means[policy_name(RECIPE, s)]
+            env_steps = int(training.get("env_steps", 0))
+            signals = training_signals(read_scalars(d, [tag for _, tag in TRAINING_SIGNALS]))
             rows.append(TuningRow(
-                scenario=scenario, candidate=n, seed=s, env_steps=int(training.get("env_steps", 0)),
+                scenario=scenario, candidate=n, seed=s, env_steps=env_steps,
                 wall_s=float(training.get("wall_s", float("nan"))), device=str(training.get("device", "")),
                 best_env_step=curve.best[0], logged_best=curve.best[1], validation_best=best,
                 diff_vs_recipe=None if n == RECIPE or best is None or recipe is None else best - recipe,
-                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean)))
-    summaries = summarise(rows, candidates)
+                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean), **signals))
+    summaries = summarise(rows, candidates, trains_on)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)

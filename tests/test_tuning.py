@@ -17,7 +17,8 @@ from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir in
 from agents.evaluation.results import report_seeds
 from agents.evaluation.ablations import RECIPE
 from agents.evaluation.tuning import (
-    Candidate, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, summarise,
+    Candidate, TuningRow, end_means, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, signal_fields,
+    summarise, training_signals,
 )
 from envs.config import ConfigError
 
@@ -80,6 +81,29 @@ def test_the_summary_pairs_each_seed_with_the_recipes_same_seed():
     lo, hi = by["c"].diff_ci95
     assert lo < by["c"].diff_mean < hi and lo < 0 < hi  # one seed worse: the interval spans zero
     assert by["c"].overrides == ["train.lr=1"] and by["c"].wall_s == 60.0
+
+
+def test_training_signals_average_the_first_and_the_last_quarter_of_a_runs_collections():
+    points = [(800, 4.0), (0, 10.0), (100, 20.0), (200, 90.0), (300, 50.0), (400, 7.0), (500, 1.0), (600, float("nan")),
+              (700, 6.0)]  # eight finite points in step order: two at each end
+    assert end_means(points) == (pytest.approx(15.0), pytest.approx(5.0))  # (10+20)/2, (6+4)/2
+    assert end_means([(500, 1.0)]) == (1.0, 1.0)  # one point is both ends
+    assert end_means([(0, float("nan"))]) == (None, None)
+    signals = training_signals({"training/mean_jct": points, "training/conflict_rate": [(0, 0.5), (900, 0.1)]})
+    assert set(signals) == set(signal_fields())
+    assert signals["training_jct_first"] == pytest.approx(15.0) and signals["training_jct_last"] == pytest.approx(5.0)
+    assert signals["training_lost_claims_first"] == 0.5 and signals["training_lost_claims_last"] == 0.1
+    assert signals["training_gpu_util_first"] is None  # a tag the run never logged
+
+
+def test_the_summary_averages_each_training_signal_over_seeds_and_names_the_training_scenarios():
+    rows = [_row(RECIPE, 0, 4.0, 4.0), _row(RECIPE, 1, 4.2, 4.2)]
+    rows[0].training_jct_last, rows[1].training_jct_last = 8.0, 10.0
+    rows[0].training_gpu_util_first = 0.5  # the other seed has none: the mean is over the seeds that have it
+    (summary,) = summarise(rows, [], {RECIPE: ["multi-3"]})
+    assert summary.signals["training_jct_last"] == pytest.approx(9.0)
+    assert summary.signals["training_gpu_util_first"] == 0.5 and summary.signals["training_jct_first"] is None
+    assert summary.trains_on == ["multi-3"]
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +193,24 @@ def test_tune_writes_one_row_per_candidate_and_seed_paired_with_the_recipe(tuned
     assert "| lr | `train.lr=1e-3` | 2 |" in md and "The held-out workloads are not run here." in md
     assert f"| env steps to beat {rival} |" in md
     assert (out / "tiny-3.png").stat().st_size > 1000
+
+
+def test_tune_reads_each_runs_training_signals_from_its_own_event_files(tuned):
+    from agents.evaluation.curves import read_scalars
+    from agents.evaluation.tuning import TRAINING_SIGNALS
+
+    tmp, _ = tuned
+    rows = list(csv.DictReader((tmp / "out" / "tiny-3.csv").open()))
+    assert set(signal_fields()) <= set(rows[0])
+    for r in rows:
+        d = (tmp / "reproduce" / "tiny-3" if r["candidate"] == RECIPE else tmp / "tuning" / "tiny-3" / "lr") / f"s{r['seed']}"
+        expected = training_signals(read_scalars(d, [tag for _, tag in TRAINING_SIGNALS]))
+        for key, value in expected.items():
+            assert (r[key] == "") == (value is None) and (value is None or float(r[key]) == pytest.approx(value, abs=1e-4))
+        assert r["training_lost_claims_first"] != ""  # every collection logs its conflict rate
+    md = (tmp / "out" / "tiny-3.md").read_text()
+    assert "Training signals:" in md and "| candidate | trains on | mean JCT of its training episodes |" in md
+    assert "| lr | tiny-3 |" in md
 
 
 def _tune(*argv: str) -> subprocess.CompletedProcess:

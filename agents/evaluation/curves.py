@@ -136,9 +136,9 @@ def event_files(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.glob("*tfevents*") if p.is_file())
 
 
-def read_event_file(path: Path, tag: str) -> tuple[float, list[tuple[int, float]]]:
-    """``(wall time of the first event, [(step, value), ...] of tag in file order)``; an empty
-    file gives ``(inf, [])``."""
+def read_event_tags(path: Path, tags: Sequence[str]) -> tuple[float, dict[str, list[tuple[int, float]]]]:
+    """``(wall time of the first event, {tag: [(step, value), ...] in file order})`` for each of ``tags``
+    (one read of the file); a tag never logged gives ``[]``, an empty file ``(inf, {tag: []})``."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(path), size_guidance={"scalars": 0}, purge_orphaned_data=False)
@@ -146,10 +146,23 @@ def read_event_file(path: Path, tag: str) -> tuple[float, list[tuple[int, float]
     try:
         started = float(acc.FirstEventTimestamp())
     except ValueError:  # no event at all
-        return math.inf, []
-    if tag not in acc.Tags().get("scalars", []):
-        return started, []
-    return started, [(int(e.step), float(e.value)) for e in acc.Scalars(tag)]
+        return math.inf, {tag: [] for tag in tags}
+    logged = set(acc.Tags().get("scalars", []))
+    return started, {tag: [(int(e.step), float(e.value)) for e in acc.Scalars(tag)] if tag in logged else []
+                     for tag in tags}
+
+
+def read_event_file(path: Path, tag: str) -> tuple[float, list[tuple[int, float]]]:
+    """``(wall time of the first event, [(step, value), ...] of tag in file order)``; an empty
+    file gives ``(inf, [])``."""
+    started, points = read_event_tags(path, [tag])
+    return started, points[tag]
+
+
+def read_scalars(run_dir: Path, tags: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
+    """Each of ``tags``' points over the event files of ``run_dir``, merged (:func:`merge_points`)."""
+    files = [read_event_tags(f, tags) for f in event_files(run_dir)]
+    return {tag: merge_points([(started, points[tag]) for started, points in files]) for tag in tags}
 
 
 def merge_points(files: Sequence[tuple[float, list[tuple[int, float]]]]) -> list[tuple[int, float]]:

@@ -14,6 +14,12 @@ seeds, and :mod:`.tuning_page` writes them under ``docs/results/tuning/``:
 * ``<scenario>.csv`` / ``<scenario>.json`` -- the same rows, the rival, and the command;
 * ``<scenario>.png`` -- every candidate's validation curve (mean over seeds, min-max band).
 
+Beside validation, each run's training side (:func:`training_signals`): the mean JCT, GPU use and
+lost-claim rate of its own sampled training episodes (its TensorBoard ``training/*`` scalars) over the
+first and the last quarter of its collections. A training JCT that rises while validation stalls says
+the run learns a worse policy on the very scenarios it trains on; one that falls while validation
+stalls says the policy does not carry to the target.
+
 A *probe* (``tune.py --probe STEPS``) screens changes at a short budget: every run, the recipe's
 included, trains ``STEPS`` env steps (:func:`probe_overrides`) in its own directory
 (:func:`run_dir`), and the pages are ``<scenario>-probe-<STEPS>.*`` (:func:`page_stem`), so a probe
@@ -29,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -118,6 +124,13 @@ class TuningRow:
     validation_best: float | None  # best.pt scored again now on the validation workloads
     diff_vs_recipe: float | None  # validation_best minus the recipe's same seed
     steps_to_beat_rival: int | None  # env steps until the run's curve fell below the validation rival
+    # the run's own training episodes (:func:`training_signals`): first and last quarter of its collections
+    training_jct_first: float | None = None
+    training_jct_last: float | None = None
+    training_gpu_util_first: float | None = None
+    training_gpu_util_last: float | None = None
+    training_lost_claims_first: float | None = None
+    training_lost_claims_last: float | None = None
 
 
 @dataclass
@@ -134,10 +147,45 @@ class TuningSummary:
     seeds_better: int = 0
     steps_to_beat_rival: list[int | None] = field(default_factory=list)
     wall_s: float | None = None
+    trains_on: list[str] = field(default_factory=list)  # the scenarios its runs train on
+    signals: dict[str, float | None] = field(default_factory=dict)  # each signal field's mean over seeds
 
 
-def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate]) -> list[TuningSummary]:
-    """One :class:`TuningSummary` per candidate (the recipe first), from its rows."""
+#: a run's training side beside its validation: (the :class:`TuningRow` field stem, its TensorBoard tag)
+TRAINING_SIGNALS = (("training_jct", "training/mean_jct"), ("training_gpu_util", "training/gpu_util"),
+                    ("training_lost_claims", "training/conflict_rate"))
+#: the share of a run's training points (one per collection, in step order) averaged at each end
+SIGNAL_SHARE = 0.25
+
+
+def signal_fields() -> list[str]:
+    """The :class:`TuningRow` fields of the training signals: ``<stem>_first``, ``<stem>_last`` each."""
+    return [f"{stem}_{end}" for stem, _ in TRAINING_SIGNALS for end in ("first", "last")]
+
+
+def end_means(points: Sequence[tuple[int, float]], share: float = SIGNAL_SHARE) -> tuple[float | None, float | None]:
+    """The mean of the finite values of the first ``share`` of ``points`` (in step order; one point at
+    least) and of the last (None without a finite value)."""
+    values = [v for _, v in sorted(points, key=lambda p: p[0]) if math.isfinite(v)]
+    if not values:
+        return None, None
+    k = max(1, round(share * len(values)))
+    return float(np.mean(values[:k])), float(np.mean(values[-k:]))
+
+
+def training_signals(points: Mapping[str, Sequence[tuple[int, float]]]) -> dict[str, float | None]:
+    """The :class:`TuningRow` signal fields from a run's ``training/*`` points (tag -> [(step, value)],
+    :func:`~.curves.read_scalars`)."""
+    out: dict[str, float | None] = {}
+    for stem, tag in TRAINING_SIGNALS:
+        out[f"{stem}_first"], out[f"{stem}_last"] = end_means(points.get(tag, ()))
+    return out
+
+
+def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
+              trains_on: Mapping[str, Sequence[str]] | None = None) -> list[TuningSummary]:
+    """One :class:`TuningSummary` per candidate (the recipe first), from its rows; ``trains_on``: each
+    candidate's training scenarios."""
     out = []
     for c in [Candidate(RECIPE), *candidates]:
         mine = [r for r in rows if r.candidate == c.name]
@@ -152,5 +200,12 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate]) -> lis
             diff_mean=float(np.mean(diffs)) if diffs else None, diff_ci95=[lo, hi],
             seeds_better=sum(d < 0 for d in diffs),
             steps_to_beat_rival=[r.steps_to_beat_rival for r in mine],
-            wall_s=float(np.mean(walls)) if walls else None))
+            wall_s=float(np.mean(walls)) if walls else None,
+            trains_on=list((trains_on or {}).get(c.name, ())),
+            signals={f: _mean([getattr(r, f) for r in mine]) for f in signal_fields()}))
     return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None

@@ -3,7 +3,8 @@ rows and summaries of :mod:`.tuning` (``<stem>``: :func:`~.tuning.page_stem`).
 
 * ``.csv`` -- one row per (candidate, seed), the keyed columns of :data:`ROW_TABLE`;
 * ``.json`` -- :func:`document`: the command, the baselines, the rival, every summary and row whole;
-* ``.md`` -- :func:`markdown`: one row per candidate (:data:`SUMMARY_TABLE`), then one per seed.
+* ``.md`` -- :func:`markdown`: one row per candidate (:data:`SUMMARY_TABLE`), then one per seed, then
+  each candidate's training signals (:data:`SIGNAL_TABLE`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any, Mapping, Sequence
 
 from .ablations import RECIPE
 from .columns import Column, Table
-from .formatting import MISSING, code_list, duration, fmt, interval, mean_sd, steps_list
-from .tuning import PROBE_KEY, TuningRow, TuningSummary, page_stem
+from .formatting import MISSING, code_list, duration, fmt, interval, mean_sd, percent, steps_list
+from .tuning import PROBE_KEY, SIGNAL_SHARE, TuningRow, TuningSummary, page_stem, signal_fields
 
 #: decimals of the validation mean JCTs and their differences on the page
 DIGITS = 3
@@ -24,7 +25,7 @@ DIGITS = 3
 #: one row per (candidate, seed) (:class:`~.tuning.TuningRow`); the validation rival comes from the context
 ROW_TABLE = Table(*(Column(key) for key in (
     "scenario", "candidate", "seed", "env_steps", "wall_s", "device", "best_env_step", "logged_best", "validation_best",
-    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival")))
+    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival", *signal_fields())))
 
 #: one row per candidate over its seeds (:class:`~.tuning.TuningSummary`), the recipe first; ``{rival}`` in
 #: a header is the page's validation rival
@@ -40,6 +41,31 @@ SUMMARY_TABLE = Table(
     Column(None, "env steps to beat {rival}", get=lambda s: s.steps_to_beat_rival, text=steps_list),
     Column(None, "wall time per seed", get=lambda s: s.wall_s, text=duration),
 )
+
+
+def first_last(summary: TuningSummary, stem: str, text=fmt) -> str:
+    """A training signal's mean over seeds in the first and the last quarter: ``first → last``."""
+    first, last = (summary.signals.get(f"{stem}_{end}") for end in ("first", "last"))
+    return MISSING if first is None and last is None else f"{text(first) or MISSING} → {text(last) or MISSING}"
+
+
+#: each candidate's training side (:func:`~.tuning.training_signals`), mean over seeds
+SIGNAL_TABLE = Table(
+    Column(None, "candidate", get=lambda s: s.candidate, text=str),
+    Column(None, "trains on", get=lambda s: s.trains_on, text=lambda v: ", ".join(v) or MISSING),
+    Column(None, "mean JCT of its training episodes", get=lambda s: first_last(s, "training_jct"), text=str),
+    Column(None, "GPU use in training", get=lambda s: first_last(s, "training_gpu_util", percent), text=str),
+    Column(None, "lost claims in training", get=lambda s: first_last(s, "training_lost_claims", percent), text=str),
+)
+
+
+def signal_text(share: float = SIGNAL_SHARE) -> str:
+    """The sentence before :data:`SIGNAL_TABLE`."""
+    return (f"Training signals: each run's own training episodes (sampled actions, on the scenarios it trains on; its "
+            f"TensorBoard `training/*` scalars, one point per collection), the mean over the first {share:.0%} of its "
+            f"collections → over the last {share:.0%}, then over seeds. Lost claims: the share of the agents' decisions that lost a conflict. A "
+            "training JCT that rises while validation stalls: the run learns a worse policy on the scenarios it trains "
+            "on. One that falls while validation stalls: what it learns does not carry to the validation scenario.")
 
 
 def seed_table(names: Sequence[str], rows: Sequence[TuningRow]) -> Table:
@@ -92,6 +118,7 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
     ]
     lines += ["", "Per seed (validation best of `best.pt`, scored now; in brackets, the run's own logged best):", "",
               *seed_table([s.candidate for s in summaries], rows).markdown(seeds)]
+    lines += ["", signal_text(), "", *SIGNAL_TABLE.markdown(summaries)]
     lines += ["", f"![{scenario} validation curves]({stem}.png)", ""]
     return "\n".join(lines)
 
