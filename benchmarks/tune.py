@@ -12,8 +12,9 @@ seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
 short budget: every run, the recipe's included, trains STEPS env steps in
 ``<runs>/<scenario>/probe-<STEPS>/<NAME>/s<seed>/`` and the pages are ``<scenario>-probe-<STEPS>.*``. Finished runs are not
 trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
-Then every seed's ``best.pt`` is scored again on the recipe's validation workloads beside optimus
-(preemptive and not; the better of them is the rival whose mean the env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
+Then every seed's ``best.pt`` (and ``last.pt``, where the run ended) is scored again on the recipe's
+validation workloads beside optimus (preemptive and not; the better of them is the rival whose mean the
+env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
 (:mod:`agents.evaluation.tuning`, :mod:`agents.evaluation.tuning_page`). Held-out workloads are never run: they only report, in
 ``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
@@ -71,17 +72,18 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agents.evaluation.ablations import RECIPE, plot_variants, policy_name
-    from agents.evaluation.curves import baseline_means, baseline_specs, read_curve, read_scalars, read_validation
+    from agents.evaluation.curves import baseline_specs, read_curve, read_scalars, read_validation, run_means, validation_run
+    from agents.evaluation.diagnosis import time_split
     from agents.evaluation.results import steps_to_beat, validation_rival
     from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
     from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, TRAINING_SIGNALS, VALIDATION_KEYS, TuningRow, page_stem, parse_candidate, probe_overrides, run_dir,
+        PROBE_KEY, TRAINING_SIGNALS, VALIDATION_KEYS, TuningRow, end_split, page_stem, parse_candidate, probe_overrides, run_dir,
         sets_probe_key, summarise, training_signals,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
-    from agents.training.checkpoints import BEST, RESULT_FILE
+    from agents.training.checkpoints import BEST, LAST, RESULT_FILE
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
@@ -135,14 +137,18 @@ def run(args: argparse.Namespace) -> int:
     cfg, vseeds = validation.scenario, validation.seeds
     specs = baseline_specs(VALIDATION_BASELINES, validation)
     baseline_names = [s.name for s in specs]
-    for (n, s), d in dirs.items():
-        info = check_checkpoint(d / BEST, cfg)
-        specs.append(SchedulerSpec(name=policy_name(n, s), checkpoint=str(d / BEST), variant=info["variant"],
-                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
-    print(f"scoring {len(dirs)} best.pt and {len(baseline_names)} baselines on {len(vseeds)} validation workloads "
-          f"{vseeds[0]}..{vseeds[-1]}", flush=True)
+    for (n, s), d in dirs.items():  # each run's best.pt (chosen on these workloads) and last.pt (where it ended)
+        for file, name in ((BEST, policy_name(n, s)), (LAST, last_name(n, s))):
+            info = check_checkpoint(d / file, cfg)
+            specs.append(SchedulerSpec(name=name, checkpoint=str(d / file), variant=info["variant"],
+                                       trained_on=info["trained_on"], action=info["action"],
+                                       conflicts=info["conflicts"]))
+    print(f"scoring {len(dirs)} best.pt and last.pt and {len(baseline_names)} baselines on {len(vseeds)} validation "
+          f"workloads {vseeds[0]}..{vseeds[-1]}", flush=True)
     # one pass: each scheduler's mean over the validation seeds of its per-seed mean JCT (the trainer's metric)
-    means, _ = baseline_means(validation, specs, workers=args.workers or default_workers())
+    scored = validation_run(validation, specs, workers=args.workers or default_workers())
+    means, _ = run_means(scored)
+    type_names = [t.name for t in cfg.task_types]
     baselines = {b: means[b] for b in baseline_names}
     rival = validation_rival(baselines)  # the best validation baseline
     rival_name, rival_mean = rival if rival else (None, None)
@@ -163,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
                 wall_s=float(training.get("wall_s", float("nan"))), device=str(training.get("device", "")),
                 best_env_step=curve.best[0], logged_best=curve.best[1], validation_best=best,
                 diff_vs_recipe=None if n == RECIPE or best is None or recipe is None else best - recipe,
-                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean), **signals))
+                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean), **signals,
+                last_mean_jct=means[last_name(n, s)],
+                last_split=end_split(time_split(scored.results[last_name(n, s)], type_names, preemptive=False)["rows"])))
     summaries = summarise(rows, candidates, trains_on)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -181,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out / f'{stem}.{suffix}'}", flush=True)
     print(page)
     return 0
+
+
+def last_name(candidate: str, seed: int) -> str:
+    """The scheduler name of a run's ``last.pt`` in the scoring pass."""
+    return f"{candidate}-s{seed}-last"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir in
 from agents.evaluation.results import report_seeds
 from agents.evaluation.ablations import RECIPE
 from agents.evaluation.tuning import (
-    Candidate, TuningRow, end_means, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, signal_fields,
+    Candidate, TuningRow, end_means, end_split, mean_split, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, signal_fields,
     summarise, training_signals,
 )
 from envs.config import ConfigError
@@ -104,6 +104,17 @@ def test_the_summary_averages_each_training_signal_over_seeds_and_names_the_trai
     assert summary.signals["training_jct_last"] == pytest.approx(9.0)
     assert summary.signals["training_gpu_util_first"] == 0.5 and summary.signals["training_jct_first"] is None
     assert summary.trains_on == ["multi-3"]
+
+
+def test_where_a_run_ended_is_each_task_types_allocation_and_times_averaged_over_seeds():
+    def rows(gpu):
+        return [{"type": "img", "tasks": 3, "share": 0.5, "wait": 1.0, "run": 4.0, "jct": 5.0, "cpu": 2.0, "gpu": gpu},
+                {"type": "all", "tasks": 6, "share": 1.0, "wait": 0.0, "run": 0.0, "jct": 0.0, "cpu": 0.0, "gpu": 0.0}]
+
+    assert end_split(rows(1.0)) == [{"type": "img", "cpu": 2.0, "gpu": 1.0, "wait": 1.0, "run": 4.0}]
+    (img,) = mean_split([end_split(rows(1.0)), end_split(rows(3.0))])
+    assert img == {"type": "img", "cpu": 2.0, "gpu": 2.0, "wait": 1.0, "run": 4.0}
+    assert mean_split([]) == []
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +222,26 @@ def test_tune_reads_each_runs_training_signals_from_its_own_event_files(tuned):
     md = (tmp / "out" / "tiny-3.md").read_text()
     assert "Training signals:" in md and "| candidate | trains on | mean JCT of its training episodes |" in md
     assert "| lr | tiny-3 |" in md
+
+
+def test_tune_scores_each_runs_last_checkpoint_beside_its_best(tuned):
+    import yaml
+
+    tmp, seen = tuned
+    assert len(seen) == 1  # last.pt is scored in the same pass as best.pt and the baselines
+    doc = json.loads((tmp / "out" / "tiny-3.json").read_text())
+    types = [t["name"] for t in yaml.safe_load(TINY_RECIPE)["task_types"]]
+    for row in doc["rows"]:
+        assert row["last_mean_jct"] is not None and math.isfinite(row["last_mean_jct"])
+        assert [r["type"] for r in row["last_split"]] == types
+        assert all(r["cpu"] >= 1 and r["gpu"] >= 0 and r["run"] > 0 for r in row["last_split"] if r["cpu"] is not None)
+    for summary in doc["summaries"]:
+        mine = [r for r in doc["rows"] if r["candidate"] == summary["candidate"]]
+        assert summary["last_mean"] == pytest.approx(np.mean([r["last_mean_jct"] for r in mine]))
+    rows = list(csv.DictReader((tmp / "out" / "tiny-3.csv").open()))
+    assert all(r["last_mean_jct"] != "" for r in rows)
+    md = (tmp / "out" / "tiny-3.md").read_text()
+    assert "Where the runs ended:" in md and f"| {types[0]}: CPUs, GPUs |" in md
 
 
 def _tune(*argv: str) -> subprocess.CompletedProcess:

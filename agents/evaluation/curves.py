@@ -233,17 +233,28 @@ def baseline_specs(selection: str, validation: Validation) -> list[SchedulerSpec
         raise ConfigError(f"--curves --schedulers takes baselines only: {exc}") from None
 
 
+def validation_run(validation: Validation, specs: Sequence[SchedulerSpec], workers: int = 1,
+                   progress: bool = False) -> Any:
+    """Every scheduler of ``specs`` (baselines; policies too, given as checkpoint specs) on the validation
+    workloads: the :class:`~.runner.EvaluationRun`."""
+    from .runner import run_evaluation
+
+    return run_evaluation(validation.scenario, specs, validation.seeds, workers=workers, progress=progress)
+
+
+def run_means(run: Any) -> tuple[dict[str, float | None], float]:
+    """Mean over the seeds of an evaluation run of each scheduler's per-seed mean JCT, and of the bound's."""
+    means = {name: per_seed_mean([r.mean_jct for r in results]) for name, results in run.results.items()}
+    bound = per_seed_mean([float(np.mean(b)) if len(b) else math.nan for b in run.bound])
+    return means, float(bound) if bound is not None else math.nan
+
+
 def baseline_means(
     validation: Validation, specs: Sequence[SchedulerSpec], workers: int = 1, progress: bool = False
 ) -> tuple[dict[str, float | None], float]:
     """Mean over the validation seeds of each scheduler's per-seed mean JCT (baselines; policies too,
     given as checkpoint specs), and of the bound's."""
-    from .runner import run_evaluation
-
-    run = run_evaluation(validation.scenario, specs, validation.seeds, workers=workers, progress=progress)
-    means = {name: per_seed_mean([r.mean_jct for r in results]) for name, results in run.results.items()}
-    bound = per_seed_mean([float(np.mean(b)) if len(b) else math.nan for b in run.bound])
-    return means, float(bound) if bound is not None else math.nan
+    return run_means(validation_run(validation, specs, workers=workers, progress=progress))
 
 
 def build_curves(

@@ -18,7 +18,9 @@ Beside validation, each run's training side (:func:`training_signals`): the mean
 lost-claim rate of its own sampled training episodes (its TensorBoard ``training/*`` scalars) over the
 first and the last quarter of its collections. A training JCT that rises while validation stalls says
 the run learns a worse policy on the very scenarios it trains on; one that falls while validation
-stalls says the policy does not carry to the target.
+stalls says the policy does not carry to the target. And where the run ended: its ``last.pt`` scored
+on the same validation workloads, with the CPUs, GPUs, wait and run of each task type's tasks
+(:func:`end_split`), so a policy that drifted into, say, the smallest allocation shows it.
 
 A *probe* (``tune.py --probe STEPS``) screens changes at a short budget: every run, the recipe's
 included, trains ``STEPS`` env steps (:func:`probe_overrides`) in its own directory
@@ -131,6 +133,8 @@ class TuningRow:
     training_gpu_util_last: float | None = None
     training_lost_claims_first: float | None = None
     training_lost_claims_last: float | None = None
+    last_mean_jct: float | None = None  # last.pt (the run's final weights) on the same validation workloads
+    last_split: list[dict] = field(default_factory=list)  # its tasks per type (:func:`end_split`)
 
 
 @dataclass
@@ -149,6 +153,8 @@ class TuningSummary:
     wall_s: float | None = None
     trains_on: list[str] = field(default_factory=list)  # the scenarios its runs train on
     signals: dict[str, float | None] = field(default_factory=dict)  # each signal field's mean over seeds
+    last_mean: float | None = None  # last.pt's validation mean JCT, mean over seeds
+    last_split: list[dict] = field(default_factory=list)  # each task type's end_split fields, mean over seeds
 
 
 #: a run's training side beside its validation: (the :class:`TuningRow` field stem, its TensorBoard tag)
@@ -202,8 +208,26 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
             steps_to_beat_rival=[r.steps_to_beat_rival for r in mine],
             wall_s=float(np.mean(walls)) if walls else None,
             trains_on=list((trains_on or {}).get(c.name, ())),
-            signals={f: _mean([getattr(r, f) for r in mine]) for f in signal_fields()}))
+            signals={f: _mean([getattr(r, f) for r in mine]) for f in signal_fields()},
+            last_mean=_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine])))
     return out
+
+
+#: the per-type fields of :func:`end_split`
+SPLIT_FIELDS = ("cpu", "gpu", "wait", "run")
+
+
+def end_split(rows: Sequence[dict]) -> list[dict]:
+    """Each task type's mean CPUs and GPUs at start, wait and run (real steps) from the ``rows`` of
+    :func:`~.diagnosis.time_split` (the pooled ``all`` row left out)."""
+    return [{"type": r["type"], **{k: r[k] for k in SPLIT_FIELDS}} for r in rows if r["type"] != "all"]
+
+
+def mean_split(splits: Sequence[Sequence[dict]]) -> list[dict]:
+    """Per task type (in first-seen order), each :data:`SPLIT_FIELDS` value's mean over the seeds' splits."""
+    types = list(dict.fromkeys(r["type"] for split in splits for r in split))
+    return [{"type": t, **{k: _mean([r[k] for split in splits for r in split if r["type"] == t]) for k in SPLIT_FIELDS}}
+            for t in types]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

@@ -4,7 +4,7 @@ rows and summaries of :mod:`.tuning` (``<stem>``: :func:`~.tuning.page_stem`).
 * ``.csv`` -- one row per (candidate, seed), the keyed columns of :data:`ROW_TABLE`;
 * ``.json`` -- :func:`document`: the command, the baselines, the rival, every summary and row whole;
 * ``.md`` -- :func:`markdown`: one row per candidate (:data:`SUMMARY_TABLE`), then one per seed, then
-  each candidate's training signals (:data:`SIGNAL_TABLE`).
+  each candidate's training signals (:data:`SIGNAL_TABLE`) and where its runs ended (:func:`end_table`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DIGITS = 3
 #: one row per (candidate, seed) (:class:`~.tuning.TuningRow`); the validation rival comes from the context
 ROW_TABLE = Table(*(Column(key) for key in (
     "scenario", "candidate", "seed", "env_steps", "wall_s", "device", "best_env_step", "logged_best", "validation_best",
-    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival", *signal_fields())))
+    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival", *signal_fields(), "last_mean_jct")))
 
 #: one row per candidate over its seeds (:class:`~.tuning.TuningSummary`), the recipe first; ``{rival}`` in
 #: a header is the page's validation rival
@@ -66,6 +66,31 @@ def signal_text(share: float = SIGNAL_SHARE) -> str:
             f"collections → over the last {share:.0%}, then over seeds. Lost claims: the share of the agents' decisions that lost a conflict. A "
             "training JCT that rises while validation stalls: the run learns a worse policy on the scenarios it trains "
             "on. One that falls while validation stalls: what it learns does not carry to the validation scenario.")
+
+
+def end_table(type_names: Sequence[str]) -> Table:
+    """Each candidate's ``last.pt`` on validation (mean over seeds): its mean JCT, then per task type of
+    ``type_names`` the CPUs and GPUs its tasks started with and their wait and run."""
+    def split(s: TuningSummary, name: str) -> dict:
+        return next((r for r in s.last_split if r["type"] == name), {})
+
+    def pair(a: float | None, b: float | None) -> str:
+        return MISSING if a is None and b is None else f"{fmt(a)}, {fmt(b)}"
+
+    return Table(
+        Column(None, "candidate", get=lambda s: s.candidate, text=str),
+        Column(None, "`last.pt` validation mean JCT", get=lambda s: s.last_mean, text=lambda v: fmt(v, DIGITS)),
+        *(c for name in type_names for c in (
+            Column(None, f"{name}: CPUs, GPUs", text=str,
+                   get=lambda s, n=name: pair(split(s, n).get("cpu"), split(s, n).get("gpu"))),
+            Column(None, f"{name}: wait, run", text=str,
+                   get=lambda s, n=name: pair(split(s, n).get("wait"), split(s, n).get("run"))))))
+
+
+END_TEXT = ("Where the runs ended: each run's `last.pt` (its final weights, not chosen on validation) on the same "
+            "validation workloads, acting as the recipe validates, then per task type the CPUs and GPUs its tasks "
+            "started with and their mean wait and run (real steps); mean over seeds. A `last.pt` far above `best.pt` "
+            "means training moved away from its best point; the allocations say where it went.")
 
 
 def seed_table(names: Sequence[str], rows: Sequence[TuningRow]) -> Table:
@@ -119,6 +144,9 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
     lines += ["", "Per seed (validation best of `best.pt`, scored now; in brackets, the run's own logged best):", "",
               *seed_table([s.candidate for s in summaries], rows).markdown(seeds)]
     lines += ["", signal_text(), "", *SIGNAL_TABLE.markdown(summaries)]
+    type_names = list(dict.fromkeys(r["type"] for s in summaries for r in s.last_split))
+    if type_names:
+        lines += ["", END_TEXT, "", *end_table(type_names).markdown(summaries)]
     lines += ["", f"![{scenario} validation curves]({stem}.png)", ""]
     return "\n".join(lines)
 
