@@ -112,6 +112,35 @@ def test_a_far_off_baseline_is_drawn_cut_with_its_value(evaluation, monkeypatch,
     assert sum(hatch == "//" for _, hatch in seen["bars"]) == len(run.policy_names)
 
 
+def test_a_bar_whose_interval_leaves_the_axes_keeps_its_value_inside(evaluation, monkeypatch, tmp_path):
+    import warnings
+
+    run, summary = evaluation
+    summary = copy.deepcopy(summary)
+    s = summary["schedulers"]
+    means = {n: st["mean_jct"] for n, st in s.items()}
+    shown = plots.contenders(means, run.policy_names)
+    top = plots.bar_top({n: st["ci95"][1] for n, st in s.items()}, shown)
+    low = plots.CONTENDER_FACTOR * min(means.values())
+    assert low < top  # room for a bar that is not a contender and still stands whole
+    name, m = "tiresias", (low + top) / 2
+    s[name]["mean_jct"], s[name]["ci95"] = m, [0.0, 20.0 * top]  # a wide t-interval, far above the axes
+    assert plots.contenders({**means, name: m}, run.policy_names) == shown
+    positions = {}
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        positions.update({t.get_text(): t.get_position()[1] for t in ax.texts}, top=ax.get_ylim()[1])
+        return original(fig, path)
+
+    original = plots.save_figure
+    monkeypatch.setattr(plots, "save_figure", keep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib cannot lay out a figure with a label far outside its axes
+        plots.plot_mean_jct(run, summary, tmp_path / "mean_jct.png")
+    assert positions[f"{m:.2f}"] < positions["top"]
+
+
 def test_the_jct_cdf_ends_at_the_contenders_percentile(evaluation, monkeypatch, tmp_path):
     run, summary = evaluation
     seen = _drawn(monkeypatch, plots.plot_jct_cdf, run, summary, tmp_path / "jct_cdf.png")

@@ -204,7 +204,7 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
         values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
         mean = values.mean(axis=0)
         ax.plot(steps, mean, color=col[variant], linewidth=3.2 if variant == RECIPE else 1.8,
-                zorder=4 if variant == RECIPE else 2, label=f"{variant} ({len(seeds)} seeds)")
+                zorder=4 if variant == RECIPE else 2, label=f"{variant} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})")
         last_means.append(float(mean[-1]))
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)
