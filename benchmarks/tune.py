@@ -4,7 +4,7 @@
     python benchmarks/tune.py --config multi-3 --candidate ent0.001:train.ent_coef=0.001 [--candidate ...]
         [--seeds 3] [--first-seed 0] [--device auto|cpu|cuda] [--parallel P] [--threads T]
         [--runs runs/tuning] [--recipe-runs runs/reproduce] [--out docs/results/tuning] [--workers W]
-        [--probe STEPS] [--train-only]
+        [--probe STEPS] [--train-only] [--restart]
 
 A candidate is ``NAME:key=value[,key=value...]``: the recipe with those ``train.py`` overrides. Its
 seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
@@ -12,10 +12,14 @@ seeds train in ``<runs>/<scenario>/<NAME>/s<seed>/``; the recipe's own seeds are
 short budget: every run, the recipe's included, trains STEPS env steps in
 ``<runs>/<scenario>/probe-<STEPS>/<NAME>/s<seed>/`` and the pages are ``<scenario>-probe-<STEPS>.*``. Finished runs are not
 trained again, stopped ones resume, and a run directory holding a run of another recipe is refused.
-Then every seed's ``best.pt`` (and ``last.pt``, where the run ended) is scored again on the recipe's
-validation workloads beside optimus (preemptive and not; the better of them is the rival whose mean the
-env steps to beat count to), and ``<out>/<scenario>.md``, ``.csv``, ``.json`` and ``.png`` are written
-(:mod:`agents.evaluation.tuning`, :mod:`agents.evaluation.tuning_page`). Held-out workloads are never run: they only report, in
+As soon as a run has finished, its ``best.pt`` (and ``last.pt``, where the run ended) is scored on the
+recipe's validation workloads and stored in ``<out>/seeds/<page>/<NAME>-s<seed>.json``
+(:mod:`agents.evaluation.tuning_store`); a stored run is neither trained nor scored again, so the page
+can be written over more seeds or candidates with the run directories gone (a stored run of another
+recipe is refused; ``--restart`` deletes the page's stored runs). Then optimus (preemptive and not;
+the better of them is the rival whose mean the env steps to beat count to) runs on the same workloads,
+and ``<out>/<page>.md``, ``.csv``, ``.json`` and ``.png`` are written (:mod:`agents.evaluation.tuning`,
+:mod:`agents.evaluation.tuning_page`). Held-out workloads are never run: they only report, in
 ``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
 
@@ -51,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a short probe: every run, the recipe's included, trains STEPS env steps in "
                         "<runs>/<scenario>/probe-<STEPS>/ (pages <scenario>-probe-<STEPS>.*)")
     p.add_argument("--train-only", action="store_true", help="train (or resume) the runs and stop")
+    p.add_argument("--restart", action="store_true", help="delete the page's stored runs first (a changed recipe)")
     return p
 
 
@@ -69,21 +74,22 @@ def command_text(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
+    import shutil
 
-    from agents.evaluation.ablations import RECIPE, plot_variants, policy_name
-    from agents.evaluation.curves import baseline_specs, read_curve, read_scalars, read_validation, run_means, validation_run
-    from agents.evaluation.diagnosis import time_split
+    from agents.evaluation.ablations import RECIPE, plot_variants
+    from agents.evaluation.curves import baseline_means, baseline_specs, recipe_validation
     from agents.evaluation.results import steps_to_beat, validation_rival
-    from agents.evaluation.runner import SchedulerSpec, check_checkpoint, default_workers
-    from agents.evaluation.seed_runs import SeedRun, machine_device, train_runs
+    from agents.evaluation.runner import default_workers
+    from agents.evaluation.seed_runs import (
+        SeedRun, machine_device, recipe_fingerprint, resolve_recipe, train_then_evaluate,
+    )
+    from agents.evaluation.seed_store import check_recipe, read_seed, write_seed
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, TRAINING_SIGNALS, VALIDATION_KEYS, TuningRow, end_split, page_stem, parse_candidate, probe_overrides, run_dir,
-        sets_probe_key, summarise, training_signals,
+        PROBE_KEY, VALIDATION_KEYS, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, summarise,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
-    from agents.training.checkpoints import BEST, LAST, RESULT_FILE
+    from agents.evaluation.tuning_store import run_path, same_workloads, score_run, stored_row, stored_run_curve
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
@@ -122,61 +128,65 @@ def run(args: argparse.Namespace) -> int:
         trains_on[c.name] = list(cspec.train.scenarios or [cspec.scenario.name])
     scenario = spec.scenario.name
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    runs, recipe_runs = Path(args.runs), Path(args.recipe_runs)
+    runs, recipe_runs, out = Path(args.runs), Path(args.recipe_runs), Path(args.out)
+    stem = page_stem(scenario, args.probe)
     everyone = [(RECIPE, probe), *((c.name, (*c.overrides, *probe)) for c in candidates)]
-    dirs = {(n, s): run_dir(runs, recipe_runs, scenario, n, s, args.probe) for n, _ in everyone for s in seeds}
-    jobs = [SeedRun(f"{n} s{s}", args.config, s, dirs[n, s], tuple(o)) for s in seeds for n, o in everyone]
-    failed = train_runs(jobs, device, args.parallel, args.threads)
-    if failed:
-        print(f"tune.py: training failed for {', '.join(r.label for r in failed)}; nothing scored", file=sys.stderr)
-        return 1
-    if args.train_only:
-        return 0
+    jobs = {(n, s): SeedRun(f"{n} s{s}", args.config, s, run_dir(runs, recipe_runs, scenario, n, s, args.probe), tuple(o))
+            for s in seeds for n, o in everyone}
+    store = run_path(out, stem, RECIPE, 0).parent
+    if args.restart and store.is_dir():
+        shutil.rmtree(store)
+        print(f"--restart: deleted the stored runs of {stem} ({store})", flush=True)
 
-    validation = read_validation(dirs[RECIPE, seeds[0]])  # the recipe's workloads (every candidate shares them)
-    cfg, vseeds = validation.scenario, validation.seeds
+    # each run scored on the validation workloads, and stored, as soon as its training has finished
+    validation = recipe_validation(spec)  # the recipe's workloads (every candidate shares them)
+    vseeds = validation.seeds
+    workers = args.workers or default_workers()
+    stored = {}
+    for key, job in jobs.items():
+        path = run_path(out, stem, *key)
+        if path.is_file():
+            doc = read_seed(path)
+            check_recipe(path, doc, resolve_recipe(job))
+            if same_workloads(doc, vseeds):
+                stored[key] = doc
+                print(f"{job.label}: finished run stored in {path}; not trained or scored again", flush=True)
+    by_label = {job.label: key for key, job in jobs.items()}
+
+    def score(job: SeedRun) -> None:
+        key = by_label[job.label]
+        print(f"{job.label}: scoring its best.pt and last.pt on {len(vseeds)} validation workloads", flush=True)
+        doc = score_run(validation, key[0], key[1], job.run_dir, recipe_fingerprint(resolve_recipe(job)), workers)
+        stored[key] = doc
+        print(f"{job.label}: wrote {write_seed(run_path(out, stem, *key), doc)}", flush=True)
+
+    code = train_then_evaluate("tune.py", [job for key, job in jobs.items() if key not in stored], args, device, score,
+                               store)
+    if code is not None:
+        return code
+
     specs = baseline_specs(VALIDATION_BASELINES, validation)
-    baseline_names = [s.name for s in specs]
-    for (n, s), d in dirs.items():  # each run's best.pt (chosen on these workloads) and last.pt (where it ended)
-        for file, name in ((BEST, policy_name(n, s)), (LAST, last_name(n, s))):
-            info = check_checkpoint(d / file, cfg)
-            specs.append(SchedulerSpec(name=name, checkpoint=str(d / file), variant=info["variant"],
-                                       trained_on=info["trained_on"], action=info["action"],
-                                       conflicts=info["conflicts"]))
-    print(f"scoring {len(dirs)} best.pt and last.pt and {len(baseline_names)} baselines on {len(vseeds)} validation "
-          f"workloads {vseeds[0]}..{vseeds[-1]}", flush=True)
-    # one pass: each scheduler's mean over the validation seeds of its per-seed mean JCT (the trainer's metric)
-    scored = validation_run(validation, specs, workers=args.workers or default_workers())
-    means, _ = run_means(scored)
-    type_names = [t.name for t in cfg.task_types]
-    baselines = {b: means[b] for b in baseline_names}
+    print(f"evaluating {len(specs)} baselines on {len(vseeds)} validation workloads {vseeds[0]}..{vseeds[-1]}", flush=True)
+    means, _ = baseline_means(validation, specs, workers=workers)
+    baselines = {b.name: means[b.name] for b in specs}
     rival = validation_rival(baselines)  # the best validation baseline
     rival_name, rival_mean = rival if rival else (None, None)
     rows, curves = [], {}
     for n, _ in everyone:
         curves[n] = []
         for s in seeds:
-            d = dirs[n, s]
-            training = json.loads((d / RESULT_FILE).read_text())
-            curve = read_curve(d, f"{n} s{s}")
+            doc = stored[n, s]
+            row = stored_row(doc, scenario)
+            recipe = stored[RECIPE, s]["row"]["validation_best"]
+            if n != RECIPE and row.validation_best is not None and recipe is not None:
+                row.diff_vs_recipe = row.validation_best - recipe
+            curve = stored_run_curve(doc)
+            row.steps_to_beat_rival = steps_to_beat(curve.points, rival_mean)
             curves[n].append(curve.points)
-            best = means[policy_name(n, s)]
-            recipe = means[policy_name(RECIPE, s)]
-            env_steps = int(training.get("env_steps", 0))
-            signals = training_signals(read_scalars(d, [tag for _, tag in TRAINING_SIGNALS]))
-            rows.append(TuningRow(
-                scenario=scenario, candidate=n, seed=s, env_steps=env_steps,
-                wall_s=float(training.get("wall_s", float("nan"))), device=str(training.get("device", "")),
-                best_env_step=curve.best[0], logged_best=curve.best[1], validation_best=best,
-                diff_vs_recipe=None if n == RECIPE or best is None or recipe is None else best - recipe,
-                steps_to_beat_rival=steps_to_beat(curve.points, rival_mean), **signals,
-                last_mean_jct=means[last_name(n, s)],
-                last_split=end_split(time_split(scored.results[last_name(n, s)], type_names, preemptive=False)["rows"])))
+            rows.append(row)
     summaries = summarise(rows, candidates, trains_on)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
-    stem = page_stem(scenario, args.probe)
     page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows,
                     probe=args.probe, recipe_steps=recipe_steps)
     (out / f"{stem}.md").write_text(page)
@@ -189,11 +199,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out / f'{stem}.{suffix}'}", flush=True)
     print(page)
     return 0
-
-
-def last_name(candidate: str, seed: int) -> str:
-    """The scheduler name of a run's ``last.pt`` in the scoring pass."""
-    return f"{candidate}-s{seed}-last"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

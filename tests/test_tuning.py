@@ -163,7 +163,8 @@ def test_tune_trains_the_recipe_and_the_candidate_where_reproduce_and_tuning_kee
 def test_tune_scores_on_the_validation_workloads_only(tuned):
     tmp, seen = tuned
     validation = [10_000, 10_001]  # eval_seed 10000, eval_episodes 2 (the tiny recipe)
-    assert seen == [validation]  # one scoring pass: baselines and every best.pt on the same workloads
+    assert len(seen) == 5  # each of the four runs as it finished, then the baselines
+    assert all(call == validation for call in seen)  # every one on the same workloads
     assert not set(report_seeds()) & {s for call in seen for s in call}
     doc = json.loads((tmp / "out" / "tiny-3.json").read_text())
     assert doc["validation_seeds"] == validation
@@ -227,8 +228,7 @@ def test_tune_reads_each_runs_training_signals_from_its_own_event_files(tuned):
 def test_tune_scores_each_runs_last_checkpoint_beside_its_best(tuned):
     import yaml
 
-    tmp, seen = tuned
-    assert len(seen) == 1  # last.pt is scored in the same pass as best.pt and the baselines
+    tmp, _ = tuned
     doc = json.loads((tmp / "out" / "tiny-3.json").read_text())
     types = [t["name"] for t in yaml.safe_load(TINY_RECIPE)["task_types"]]
     for row in doc["rows"]:
@@ -302,7 +302,8 @@ def test_a_probe_trains_every_run_at_its_steps_and_writes_its_own_pages(tmp_path
         saved = yaml.safe_load((tmp_path / "tuning" / "tiny-3" / "probe-64" / name / "s0" / "config.yaml").read_text())
         assert saved["train"]["steps"] == 64
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == [f"tiny-3-probe-64.{x}" for x in ("csv", "json", "md", "png")]
+    assert sorted(p.name for p in out.iterdir()) == ["seeds", *(f"tiny-3-probe-64.{x}" for x in ("csv", "json", "md", "png"))]
+    assert sorted(p.name for p in (out / "seeds" / "tiny-3-probe-64").iterdir()) == ["lr-s0.json", "recipe-s0.json"]
     assert {int(r["env_steps"]) for r in csv.DictReader((out / "tiny-3-probe-64.csv").open())} == {64}
     assert json.loads((out / "tiny-3-probe-64.json").read_text())["probe"] == 64
     md = (out / "tiny-3-probe-64.md").read_text()
@@ -310,3 +311,35 @@ def test_a_probe_trains_every_run_at_its_steps_and_writes_its_own_pages(tmp_path
     assert md.splitlines()[4].strip().endswith("--candidate lr:train.lr=1e-3 --seeds 1 --probe 64")
     assert "trains 64 env steps (`train.steps=64`) instead of the recipe's 128" in md
     assert "![tiny-3 validation curves](tiny-3-probe-64.png)" in md
+
+
+def test_stored_runs_write_the_page_again_without_their_run_directories(tmp_path):
+    """A finished run is scored and stored as it ends; with the run directories gone the same command
+    writes the same page without training, a stored run of another recipe is refused with one line, and
+    ``--restart`` trains again."""
+    import shutil
+
+    recipe = tmp_path / "tiny-3.yaml"
+    recipe.write_text(TINY_RECIPE)
+    common = ["--config", str(recipe), "--seeds", "1", "--probe", "64", "--runs", str(tmp_path / "tuning"),
+              "--recipe-runs", str(tmp_path / "reproduce"), "--out", str(tmp_path / "out"), "--workers", "1",
+              "--device", "cpu", "--threads", "1"]
+    first = _tune("--candidate", "lr:train.lr=1e-3", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    csv_path = tmp_path / "out" / "tiny-3-probe-64.csv"
+    before = csv_path.read_text()
+    stored = json.loads((tmp_path / "out" / "seeds" / "tiny-3-probe-64" / "lr-s0.json").read_text())
+    assert stored["recipe"]["train"]["lr"] == pytest.approx(1e-3) and stored["validation_seeds"] == [10_000, 10_001]
+    shutil.rmtree(tmp_path / "tuning")
+    again = _tune("--candidate", "lr:train.lr=1e-3", *common)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not (tmp_path / "tuning").exists()  # nothing trained
+    assert again.stdout.count("not trained or scored again") == 2
+    assert csv_path.read_text() == before
+    other = _tune("--candidate", "lr:train.lr=2e-3", *common)
+    assert other.returncode == 2 and not (tmp_path / "tuning").exists()
+    (line,) = other.stderr.strip().splitlines()
+    assert "lr-s0.json holds a seed of another recipe" in line and "train.lr" in line
+    restarted = _tune("--candidate", "lr:train.lr=2e-3", "--restart", *common)
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert (tmp_path / "tuning" / "tiny-3" / "probe-64" / "lr" / "s0" / "best.pt").is_file()

@@ -1,0 +1,79 @@
+"""A tuning page's finished runs, kept as files: ``<out>/seeds/<stem>/<candidate>-s<seed>.json``.
+
+``benchmarks/tune.py`` scores each run on the recipe's validation workloads as soon as its training
+has finished (:func:`score_run`) and writes what the page takes from that run into one file, so the
+page can be written again, over more seeds or candidates, on a machine without the run directories.
+A file holds:
+
+* ``recipe``: the :func:`~agents.evaluation.seed_runs.recipe_fingerprint` of the resolved run (the
+  recipe with the candidate's overrides, and a probe's steps), checked against what the command
+  resolves to now (:func:`~agents.evaluation.seed_store.check_recipe`);
+* ``validation_seeds``: the workloads it was scored on;
+* ``validation_curve``: the run's own validation points ``[env_step, mean_jct]``;
+* ``row``: the :class:`~.tuning.TuningRow` fields that depend on the run alone (its ``best.pt`` and
+  ``last.pt`` scored, its training signals); the difference from the recipe's seed and the env steps
+  to beat the rival are the page's, from the rows and baselines it has.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .curves import RunCurve, Validation, read_curve, read_scalars, run_means, validation_run
+from .diagnosis import time_split
+from .runner import SchedulerSpec, check_checkpoint
+from .seed_store import SEED_FORMAT, SEEDS_DIR
+from .tuning import TRAINING_SIGNALS, TuningRow, end_split, training_signals
+
+def run_path(out: Path, stem: str, candidate: str, seed: int) -> Path:
+    """The file of one (candidate, seed) run of a tuning page: ``<out>/seeds/<stem>/<candidate>-s<seed>.json``."""
+    return Path(out) / SEEDS_DIR / stem / f"{candidate}-s{seed}.json"
+
+
+def score_run(validation: Validation, candidate: str, seed: int, run_dir: Path, recipe: Mapping[str, Any],
+              workers: int = 1) -> dict[str, Any]:
+    """One finished run scored on ``validation``: its ``best.pt`` (chosen on these workloads) and its
+    ``last.pt`` (where it ended) in one pass, its validation curve and training signals; the run file's
+    document (``recipe``: its fingerprint)."""
+    from agents.training.checkpoints import BEST, LAST, RESULT_FILE
+
+    specs = []
+    for name in (BEST, LAST):
+        info = check_checkpoint(run_dir / name, validation.scenario)
+        specs.append(SchedulerSpec(name=name, checkpoint=str(run_dir / name), variant=info["variant"],
+                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
+    scored = validation_run(validation, specs, workers=workers)
+    means, _ = run_means(scored)
+    training = json.loads((run_dir / RESULT_FILE).read_text())
+    curve = read_curve(run_dir)
+    types = [t.name for t in validation.scenario.task_types]
+    row = {
+        "env_steps": int(training.get("env_steps", 0)), "wall_s": float(training.get("wall_s", float("nan"))),
+        "device": str(training.get("device", "")), "best_env_step": curve.best[0], "logged_best": curve.best[1],
+        "validation_best": means[BEST],
+        **training_signals(read_scalars(run_dir, [tag for _, tag in TRAINING_SIGNALS])),
+        "last_mean_jct": means[LAST],
+        "last_split": end_split(time_split(scored.results[LAST], types, preemptive=False)["rows"]),
+    }
+    return {"format": SEED_FORMAT, "candidate": candidate, "seed": seed, "run_dir": str(run_dir),
+            "recipe": dict(recipe), "validation_seeds": list(validation.seeds),
+            "validation_curve": [[int(s), float(v)] for s, v in curve.points], "row": row}
+
+
+def stored_row(doc: Mapping[str, Any], scenario: str) -> TuningRow:
+    """A run file's :class:`~.tuning.TuningRow`, the page's fields left unset."""
+    return TuningRow(scenario=scenario, candidate=doc["candidate"], seed=int(doc["seed"]), diff_vs_recipe=None,
+                     steps_to_beat_rival=None, **doc["row"])
+
+
+def stored_run_curve(doc: Mapping[str, Any]) -> RunCurve:
+    """A run file's validation curve, as :func:`~.curves.read_curve` read it from its run directory."""
+    return RunCurve(f"{doc['candidate']} s{doc['seed']}", Path(doc.get("run_dir", "")),
+                    [(int(s), float(v)) for s, v in doc["validation_curve"]])
+
+
+def same_workloads(doc: Mapping[str, Any], seeds: Sequence[int]) -> bool:
+    """Whether a run file was scored on the workloads ``seeds``."""
+    return list(doc.get("validation_seeds") or []) == list(seeds)
