@@ -15,6 +15,7 @@ from agents.evaluation.columns import Column, Table, csv_cell, markdown_lines
 from agents.evaluation.formatting import (
     MISSING,
     count,
+    counted,
     duration,
     fmt,
     interval,
@@ -47,6 +48,7 @@ def test_the_formatters_write_numbers_one_way():
     assert duration(49 * 60) == "49 min" and duration(5.5 * 3600) == "5.5 h"
     assert steps_or_never(None) == "never" and steps_or_never(1000) == "1,000"
     assert mean_sd(4.136, 0.09) == "4.14 ± 0.09" and mean_sd(4.136, None) == "4.14"
+    assert counted(1, "seed") == "1 seed" and counted(3, "seed") == "3 seeds" and counted(0, "seed") == "0 seeds"
 
 
 @dataclass

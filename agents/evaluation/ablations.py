@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .formatting import counted
 from .runner import EvaluationRun
 from .summary import paired_from_means, per_seed_means
 
@@ -204,7 +205,7 @@ def plot_variants(path: Path, scenario: str, curves: Mapping[str, Sequence[Seque
         values = np.array([np.interp(steps, [s for s, _ in pts], [v for _, v in pts]) for pts in seeds])
         mean = values.mean(axis=0)
         ax.plot(steps, mean, color=col[variant], linewidth=3.2 if variant == RECIPE else 1.8,
-                zorder=4 if variant == RECIPE else 2, label=f"{variant} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})")
+                zorder=4 if variant == RECIPE else 2, label=f"{variant} ({counted(len(seeds), 'seed')})")
         last_means.append(float(mean[-1]))
         if len(seeds) > 1:
             ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=col[variant], alpha=0.15)

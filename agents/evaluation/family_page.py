@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .columns import Column, Table
-from .formatting import MISSING, code_list, fmt, mean_sd, paired, yes_no
+from .formatting import MISSING, code_list, counted, fmt, mean_sd, paired, yes_no
 
 
 #: the page and its JSON under the results directory: one section per family recipe
@@ -24,7 +24,7 @@ def read_sections(out: Path) -> dict[str, dict[str, Any]]:
 def _own(row: Mapping[str, Any]) -> str:
     if row["own_mean_jct"] is None:
         return MISSING
-    return f"{mean_sd(row['own_mean_jct'], row['own_sd'])} ({row['own_seeds']} seeds)"
+    return f"{mean_sd(row['own_mean_jct'], row['own_sd'])} ({counted(row['own_seeds'], 'seed')})"
 
 
 def _rival(row: Mapping[str, Any]) -> str:
@@ -70,7 +70,7 @@ def render_family_page(sections: Mapping[str, Mapping[str, Any]]) -> str:
     for recipe, sec in sections.items():
         lines += [f"## {recipe}", "",
                   f"Trained on {code_list(sec['trained_on'])}, validated on `{sec['validated_on']}`; "
-                  f"{len(sec['rows'][0]['seeds']) if sec['rows'] else 0} seeds, "
+                  f"{counted(len(sec['rows'][0]['seeds']) if sec['rows'] else 0, 'seed')}, "
                   f"held-out workloads {sec['heldout_seeds'][0]}..{sec['heldout_seeds'][-1]}. "
                   f"Regenerate: `{sec['command']}`.", "",
                   *FAMILY_TABLE.markdown(sec["rows"]), ""]

@@ -67,6 +67,11 @@ def percent(v: float | None, digits: int = 1) -> str:
     return MISSING if missing(v) else f"{100 * v:.{digits}f}%"
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is one (``1 seed``, ``3 seeds``)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def count(v: int | None) -> str:
     """An integer with thousands separators (``1,966,080``)."""
     return MISSING if missing(v) else f"{v:,}"

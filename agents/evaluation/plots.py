@@ -22,6 +22,7 @@ import numpy as np
 
 from agents.output_dirs import temp_beside
 
+from .formatting import counted
 from .runner import EvaluationRun
 from .summary import ORACLE_MARK
 
@@ -111,7 +112,7 @@ def _order(summary: dict[str, Any]) -> list[str]:
 
 def _title(run: EvaluationRun) -> str:
     k = len(run.seeds)
-    return f"{run.cfg.name} ({run.cfg.mode}-task, N={run.cfg.num_clusters}), {k} seed{'s' if k > 1 else ''}"
+    return f"{run.cfg.name} ({run.cfg.mode}-task, N={run.cfg.num_clusters}), {counted(k, 'seed')}"
 
 
 def save_figure(fig: Any, path: Path) -> Path:

@@ -15,7 +15,7 @@ import numpy as np
 from .columns import Column, Table, markdown_lines
 from .family_page import PAGE as FAMILY_PAGE
 from .family_page import read_sections
-from .formatting import MISSING, count, duration, fmt, mean_sd, missing, paired
+from .formatting import MISSING, count, counted, duration, fmt, mean_sd, missing, paired
 from .results import RecipeResults, file_sha256, read_all
 from .results_page import verdicts
 
@@ -142,7 +142,7 @@ def _family_cells(path: Path, section: Mapping[str, Any]) -> list[str]:
             MISSING if s0["wall_s"] is None else f"{duration(s0['wall_s'])}, {s0['device']}",
             "; ".join(f"{name} {fmt(v)}" for name, v in s0["mean_jct"].items()),
             "; ".join(f"{r['scenario']} {mean_sd(r['mean_jct'], r['sd'])}" for r in rows)
-            + f" ({seeds} seed{'s' if seeds != 1 else ''})"]
+            + f" ({counted(seeds, 'seed')})"]
 
 
 def _checkpoint_cells(path: Path, r: RecipeResults | None) -> list[str]:
@@ -153,7 +153,7 @@ def _checkpoint_cells(path: Path, r: RecipeResults | None) -> list[str]:
         return [f"`{path.name}`", note, *[MISSING] * 4]
     row = next(x for x in r.rows if x.seed == 0)
     o = r.over_seeds
-    seeds = f"{len(r.rows)} seed{'s' if len(r.rows) > 1 else ''}"
+    seeds = counted(len(r.rows), 'seed')
     return [f"`{path.name}`", f"`{r.command}`", f"{count(row.env_steps)} env steps",
             f"{duration(row.wall_s)}, {row.device}", fmt(row.heldout_mean_jct),
             f"{mean_sd(o.get('mean_jct'), o.get('sd'))} ({seeds})"]
