@@ -42,11 +42,15 @@ def _start_with_workers(out: Path, log: Path) -> tuple[subprocess.Popen, list[ps
     """``evaluate.py`` started (output to ``log``: a pipe would stay open while an orphaned worker
     holds it) and given time to start both workers and give them a job."""
     with log.open("w") as fh:
-        # SIGINT's default action restored in the child: a suite started in the background of a
-        # non-interactive shell inherits SIGINT ignored, and Python then installs no Ctrl-C handler
-        proc = subprocess.Popen([sys.executable, str(ROOT / "evaluate.py"), *LONG, "--out", str(out)], cwd=ROOT,
-                                stdout=fh, stderr=subprocess.STDOUT,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        # a suite started in the background of a non-interactive shell runs with SIGINT ignored, which a
+        # child inherits (and Python then installs no Ctrl-C handler); a handled signal is reset to its
+        # default action at exec, so the child starts with Ctrl-C working
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            proc = subprocess.Popen([sys.executable, str(ROOT / "evaluate.py"), *LONG, "--out", str(out)], cwd=ROOT,
+                                    stdout=fh, stderr=subprocess.STDOUT)
+        finally:
+            signal.signal(signal.SIGINT, previous)
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     while len(_workers(parent)) < 2:
