@@ -75,7 +75,7 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
     same floor (:mod:`agents.baselines.start_floor`)."""
     from agents.baselines.start_floor import FLOOR_OPTION
     from agents.evaluation.ablations import ABLATIONS, FLOOR_FACTOR, policy_name, run_dir
-    from agents.evaluation.runner import EvaluationRun, SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
+    from agents.evaluation.runner import EvaluationRun, SchedulerSpec, checkpoint_spec, resolve_schedulers, run_evaluation
     from agents.training.checkpoints import BEST
     from envs.config import ScenarioConfig
 
@@ -85,10 +85,8 @@ def evaluate_scenario(spec, variants: list[str], seeds: list[int], runs: Path, h
         floor = ABLATIONS[variant].floor
         for s in seeds:
             path = run_dir(runs, spec.scenario.name, variant, s) / BEST
-            info = check_checkpoint(path, cfg)
-            groups.setdefault(floor, []).append(SchedulerSpec(
-                name=policy_name(variant, s), checkpoint=str(path), variant=info["variant"], trained_on=info["trained_on"],
-                action=info["action"], conflicts=info["conflicts"], start_floor=floor or SchedulerSpec.start_floor))
+            groups.setdefault(floor, []).append(checkpoint_spec(
+                policy_name(variant, s), path, cfg, start_floor=floor or SchedulerSpec.start_floor))
     baselines = resolve_schedulers("all", (), cfg)
     run = run_evaluation(cfg, baselines + groups.pop(None, []), heldout, workers=workers, progress=False)
     floored = ScenarioConfig.from_dict({**cfg.to_dict(), "max_start_slowdown": FLOOR_FACTOR})

@@ -83,13 +83,13 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_runs import (
         SeedRun, machine_device, recipe_fingerprint, resolve_recipe, train_then_evaluate,
     )
-    from agents.evaluation.seed_store import check_recipe, read_seed, write_seed
+    from agents.evaluation.seed_store import check_recipe, read_seed, stored_curve, write_seed
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
         PROBE_KEY, VALIDATION_KEYS, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, summarise,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
-    from agents.evaluation.tuning_store import run_path, same_workloads, score_run, stored_row, stored_run_curve
+    from agents.evaluation.tuning_store import run_path, same_workloads, score_run, stored_row
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             recipe = stored[RECIPE, s]["row"]["validation_best"]
             if n != RECIPE and row.validation_best is not None and recipe is not None:
                 row.diff_vs_recipe = row.validation_best - recipe
-            curve = stored_run_curve(doc)
+            curve = stored_curve(doc, f"{n} s{s}")
             row.steps_to_beat_rival = steps_to_beat(curve.points, rival_mean)
             curves[n].append(curve.points)
             rows.append(row)

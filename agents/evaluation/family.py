@@ -82,16 +82,14 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
     from agents.training.checkpoints import RESULT_FILE
 
     from .results import file_sha256
-    from .runner import SchedulerSpec, check_checkpoint, run_evaluation
+    from .runner import checkpoint_spec, run_evaluation
     from .summary import per_seed_means
 
     per_scenario = {}
     for name in scenarios:
         cfg = evaluation_scenario(name)
-        info = check_checkpoint(best, cfg)
         action, conflicts = acting_rule(name)
-        spec = SchedulerSpec(name=FAMILY_POLICY, checkpoint=str(best), variant=info["variant"],
-                             trained_on=info["trained_on"], action=action, conflicts=conflicts)
+        spec = checkpoint_spec(FAMILY_POLICY, best, cfg, action=action, conflicts=conflicts)
         results = run_evaluation(cfg, [spec], heldout, workers=workers, progress=False).results[FAMILY_POLICY]
         per_scenario[name] = {"action": action, "conflicts": conflicts,
                               "mean_jct": [None if np.isnan(v) else float(v) for v in per_seed_means(results)],

@@ -256,10 +256,11 @@ def plot_mean_jct(run: EvaluationRun, summary: dict[str, Any], path: Path) -> Pa
                     bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
         elif np.isfinite(m):  # above its error bar, or on the bar where the error bar leaves the axes
             above = m + err[1, k] + pad
-            ax.text(x[k], above if above < 0.95 * top else m + pad, f"{m:.2f}", ha="center", va="bottom", fontsize=8,
+            inside = above >= 0.95 * top
+            ax.text(x[k], m + pad if inside else above, f"{m:.2f}", ha="center", va="bottom", fontsize=8,
                     fontweight="bold" if names[k] in run.policy_names else "normal",
-                    bbox=None if above < 0.95 * top else
-                    {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
+                    if inside else None)
     ax.axhline(summary["bound"]["mean_jct"], label=f"bound ({summary['bound']['mean_jct']:.2f})", **BOUND_STYLE)
     _mark_ticks(ax, names, run.policy_names, oracle)
     ax.set_ylabel("mean JCT (real steps)" + (f"\nbars above {top:.1f} cut, value on the bar" if cut.any() else ""))

@@ -32,7 +32,7 @@ from agents.training.validation_baselines import VALIDATION_BASELINES, best_base
 from envs.config import ScenarioConfig
 
 from .reference import REDUCTION, REFERENCE, SCENARIO_TO_EXPERIMENT, SCHEDULER_TO_ALGORITHM
-from .runner import REPORT_SEED_OFFSET, REPORT_SEEDS, EvaluationRun, SchedulerSpec, check_checkpoint, run_evaluation
+from .runner import REPORT_SEED_OFFSET, REPORT_SEEDS, EvaluationRun, SchedulerSpec, checkpoint_spec, run_evaluation
 from .summary import mean_halfwidth, paired_from_means, per_seed_means, scheduler_stats, target_check
 
 #: the most a seed's held-out mean JCT may spread: sd over training seeds / mean (a target on every page)
@@ -125,9 +125,7 @@ def evaluate_seeds(
     """Every baseline and every training seed's checkpoint on the same workload ``seeds``."""
     specs = list(baselines)
     for seed, path in checkpoints.items():
-        info = check_checkpoint(path, cfg)
-        specs.append(SchedulerSpec(name=seed_name(seed), checkpoint=str(path), variant=info["variant"],
-                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
+        specs.append(checkpoint_spec(seed_name(seed), path, cfg))
     return run_evaluation(cfg, specs, seeds, workers=workers, device=device, progress=progress)
 
 

@@ -288,6 +288,14 @@ def check_checkpoint(path: str | Path, cfg: ScenarioConfig) -> dict[str, Any]:
             "untrained": counters.get("update_step") == 0}
 
 
+def checkpoint_spec(name: str, path: str | Path, cfg: ScenarioConfig, **acting: Any) -> SchedulerSpec:
+    """A checkpoint as a scheduler named ``name``, checked against ``cfg`` (:func:`check_checkpoint`), acting
+    as its run validated it unless ``acting`` says otherwise (``action``, ``conflicts``, ``start_floor``)."""
+    info = check_checkpoint(path, cfg)
+    return SchedulerSpec(name=name, checkpoint=str(path), variant=info["variant"], trained_on=info["trained_on"],
+                         **{"action": info["action"], "conflicts": info["conflicts"], **acting})
+
+
 # ---------------------------------------------------------------------------------------
 # Jobs
 # ---------------------------------------------------------------------------------------

@@ -157,9 +157,11 @@ def heldout_means(doc: Mapping[str, Any]) -> np.ndarray:
     return _array(doc["heldout"]["mean_jct"])
 
 
-def stored_curve(doc: Mapping[str, Any]) -> RunCurve:
-    """The seed's validation curve, as :func:`~.curves.read_curve` read it from its run directory."""
-    return RunCurve(f"seed {doc['seed']}", Path(doc["run_dir"]), [(int(s), float(v)) for s, v in doc["validation_curve"]])
+def stored_curve(doc: Mapping[str, Any], name: str | None = None) -> RunCurve:
+    """The seed's validation curve, as :func:`~.curves.read_curve` read it from its run directory
+    (``name``: the curve's, default ``seed <seed>``)."""
+    return RunCurve(name or f"seed {doc['seed']}", Path(doc["run_dir"]),
+                    [(int(s), float(v)) for s, v in doc["validation_curve"]])
 
 
 def _pool_rows(groups: Sequence[Sequence[Mapping[str, Any]]], totals: Sequence[int],

@@ -49,7 +49,7 @@ def transfer_sections(checkpoints: Path, workers: int = 1, progress: bool = Fals
     from .curves import recipe_validation
     from .family import acting_rule, family_scenarios
     from .results import validation_rival
-    from .runner import SchedulerSpec, check_checkpoint, resolve_schedulers, run_evaluation
+    from .runner import checkpoint_spec, resolve_schedulers, run_evaluation
     from .summary import paired_from_means, per_seed_means
 
     sources = shipped_sources(checkpoints)
@@ -65,9 +65,7 @@ def transfer_sections(checkpoints: Path, workers: int = 1, progress: bool = Fals
         specs = []
         for source in acting:
             path = Path(checkpoints) / f"{source}.pt"
-            info = check_checkpoint(path, validation.scenario)
-            specs.append(SchedulerSpec(name=source, checkpoint=str(path), variant=info["variant"],
-                                       trained_on=info["trained_on"], action=action, conflicts=conflicts))
+            specs.append(checkpoint_spec(source, path, validation.scenario, action=action, conflicts=conflicts))
         baselines = resolve_schedulers(VALIDATION_BASELINES, (), validation.scenario)
         if progress:
             print(f"{target}: {', '.join(acting)} and {VALIDATION_BASELINES} on {len(validation.seeds)} "

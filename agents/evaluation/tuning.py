@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from agents.training.validation_baselines import finite_mean
 from envs.config import ConfigError
 
 from .ablations import RECIPE  # the recipe's name, as in the ablations
@@ -208,8 +209,8 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
             steps_to_beat_rival=[r.steps_to_beat_rival for r in mine],
             wall_s=float(np.mean(walls)) if walls else None,
             trains_on=list((trains_on or {}).get(c.name, ())),
-            signals={f: _mean([getattr(r, f) for r in mine]) for f in signal_fields()},
-            last_mean=_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine])))
+            signals={f: finite_mean([getattr(r, f) for r in mine]) for f in signal_fields()},
+            last_mean=finite_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine])))
     return out
 
 
@@ -226,10 +227,6 @@ def end_split(rows: Sequence[dict]) -> list[dict]:
 def mean_split(splits: Sequence[Sequence[dict]]) -> list[dict]:
     """Per task type (in first-seen order), each :data:`SPLIT_FIELDS` value's mean over the seeds' splits."""
     types = list(dict.fromkeys(r["type"] for split in splits for r in split))
-    return [{"type": t, **{k: _mean([r[k] for split in splits for r in split if r["type"] == t]) for k in SPLIT_FIELDS}}
+    return [{"type": t, **{k: finite_mean([r[k] for split in splits for r in split if r["type"] == t]) for k in SPLIT_FIELDS}}
             for t in types]
 
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return float(np.mean(present)) if present else None

@@ -46,7 +46,7 @@ SUMMARY_TABLE = Table(
 def first_last(summary: TuningSummary, stem: str, text=fmt) -> str:
     """A training signal's mean over seeds in the first and the last quarter: ``first → last``."""
     first, last = (summary.signals.get(f"{stem}_{end}") for end in ("first", "last"))
-    return MISSING if first is None and last is None else f"{text(first) or MISSING} → {text(last) or MISSING}"
+    return MISSING if first is None and last is None else f"{text(first)} → {text(last)}"
 
 
 #: each candidate's training side (:func:`~.tuning.training_signals`), mean over seeds

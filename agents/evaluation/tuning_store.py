@@ -21,9 +21,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .curves import RunCurve, Validation, read_curve, read_scalars, run_means, validation_run
+from .curves import Validation, read_curve, read_scalars, run_means, validation_run
 from .diagnosis import time_split
-from .runner import SchedulerSpec, check_checkpoint
+from .runner import checkpoint_spec
 from .seed_store import SEED_FORMAT, SEEDS_DIR
 from .tuning import TRAINING_SIGNALS, TuningRow, end_split, training_signals
 
@@ -39,11 +39,7 @@ def score_run(validation: Validation, candidate: str, seed: int, run_dir: Path, 
     document (``recipe``: its fingerprint)."""
     from agents.training.checkpoints import BEST, LAST, RESULT_FILE
 
-    specs = []
-    for name in (BEST, LAST):
-        info = check_checkpoint(run_dir / name, validation.scenario)
-        specs.append(SchedulerSpec(name=name, checkpoint=str(run_dir / name), variant=info["variant"],
-                                   trained_on=info["trained_on"], action=info["action"], conflicts=info["conflicts"]))
+    specs = [checkpoint_spec(name, run_dir / name, validation.scenario) for name in (BEST, LAST)]
     scored = validation_run(validation, specs, workers=workers)
     means, _ = run_means(scored)
     training = json.loads((run_dir / RESULT_FILE).read_text())
@@ -66,12 +62,6 @@ def stored_row(doc: Mapping[str, Any], scenario: str) -> TuningRow:
     """A run file's :class:`~.tuning.TuningRow`, the page's fields left unset."""
     return TuningRow(scenario=scenario, candidate=doc["candidate"], seed=int(doc["seed"]), diff_vs_recipe=None,
                      steps_to_beat_rival=None, **doc["row"])
-
-
-def stored_run_curve(doc: Mapping[str, Any]) -> RunCurve:
-    """A run file's validation curve, as :func:`~.curves.read_curve` read it from its run directory."""
-    return RunCurve(f"{doc['candidate']} s{doc['seed']}", Path(doc.get("run_dir", "")),
-                    [(int(s), float(v)) for s, v in doc["validation_curve"]])
 
 
 def same_workloads(doc: Mapping[str, Any], seeds: Sequence[int]) -> bool:
