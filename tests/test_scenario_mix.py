@@ -69,6 +69,8 @@ def test_shares_default_to_equal_and_are_normalised():
     (["train.scenarios=[synthetic-3]"], "mode"),  # sjf-3 is a multi-mode scenario
     (["train.scenarios=[sjf-3,sjf-1s]", "policy.observe_mode=true", "train.gamma=null"], "set train.gamma"),  # single mode
     (["train.scenarios=[hetero-6]"], "task types"),  # multi mode, other task types
+    (["train.scenario_reward=per_cluster"], "set scenarios too"),
+    (["train.scenarios=[sjf-3]", "train.scenario_reward=shared"], "scenario_reward must be one of"),
 ])
 def test_bad_training_scenarios_exit_2_in_one_line_before_any_work(overrides, message, tmp_path, capsys):
     single = _variant(tmp_path, "sjf-1s", mode="single")
@@ -78,6 +80,14 @@ def test_bad_training_scenarios_exit_2_in_one_line_before_any_work(overrides, me
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sjf-1s.yaml"], "no run directory"
+
+
+def test_scenario_reward_sets_the_reward_of_the_other_training_scenarios_only(tmp_path):
+    two = _variant(tmp_path, "sjf-2", num_clusters=2)
+    spec = _spec(tmp_path, f"train.scenarios=[{two},sjf-3]", "train.scenario_reward=per_cluster")
+    assert [(s.num_clusters, s.reward) for s in spec.trained_on] == [(2, "per_cluster"), (3, "team")]
+    spec = _spec(tmp_path, f"train.scenarios=[{two},sjf-3]")
+    assert [s.reward for s in spec.trained_on] == ["team", "team"]
 
 
 def test_per_agent_parameters_cannot_train_on_another_cluster_count(tmp_path):
@@ -118,6 +128,20 @@ def test_a_curriculum_trains_on_other_cluster_counts_and_validates_on_its_own(tm
         assert load_checkpoint(spec.run_dir / name)["scenario"]["num_clusters"] == 3
     saved = yaml.safe_load((spec.run_dir / "config.yaml").read_text())
     assert [s["num_clusters"] for s in saved["meta"]["training_scenarios"]] == [2, 4]
+
+
+def test_a_training_scenario_trains_with_the_scenario_reward(tmp_path):
+    two = _variant(tmp_path, "sjf-2", num_clusters=2)
+
+    def run(name: str, *extra: str):
+        spec = _spec(tmp_path, f"train.run_name={name}", f"train.scenarios=[{two}]", *extra, steps=80)
+        run_training(spec)
+        return spec, load_checkpoint(spec.run_dir / LAST)["model"]
+
+    (_, team), (spec, per_cluster) = run("team"), run("pc", "train.scenario_reward=per_cluster")
+    saved = yaml.safe_load((spec.run_dir / "config.yaml").read_text())
+    assert [s["reward"] for s in saved["meta"]["training_scenarios"]] == ["per_cluster"]
+    assert any(not torch.equal(team[k], per_cluster[k]) for k in team), "the reward the agents learn from changed"
 
 
 def test_a_mixture_resumes_where_it_stopped(tmp_path):

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
-from envs.config import ConfigError, ScenarioConfig, parse_override
+from envs.config import REWARDS, ConfigError, ScenarioConfig, parse_override
 from envs.config_section import (
     ConfigSection,
     at_least,
@@ -189,6 +189,7 @@ class TrainConfig(ConfigSection):
     scenarios: tuple[str, ...] | None = None  # train on these scenarios (agents/training/scenario_mix.py): names or YAML paths, the run's own by its name; None: the run's scenario only. Validation stays on the run's scenario
     scenario_shares: tuple[float, ...] | None = None  # each training scenario's share of the env steps (None: equal shares)
     scenario_order: str = CURRICULUM  # SCENARIO_ORDERS: curriculum (in the listed order) or mixture (a scenario drawn per collection)
+    scenario_reward: str | None = None  # the reward (envs.config.REWARDS) on the scenarios of `scenarios` other than the run's own; None: each scenario's own
     # -- collection
     collect_steps: int | None = None  # env steps per update; None: 128 x envs
     stagger_start: bool = False  # fast-forward each training env's first episode to a random point of it (agents/training/stagger.py), so collections mix episode phases
@@ -260,6 +261,9 @@ class TrainConfig(ConfigSection):
              "scenario_shares needs one share per entry of scenarios, got {scenario_shares} for {scenarios}"),
         greater_than("scenario_shares", 0, finite=True, nullable=True),
         one_of("scenario_order", SCENARIO_ORDERS),
+        one_of("scenario_reward", (None, *REWARDS)),
+        rule(lambda c: c.scenario_reward is None or c.scenarios is not None,
+             "scenario_reward sets the reward of the scenarios in scenarios: set scenarios too"),
         one_of("eval_action", EVAL_ACTIONS),
         one_of("eval_conflicts", (None, *CONFLICT_MODES)),
         rule(lambda c: c.imitate is None or bool(c.imitate.strip()), "imitate must be a scheduler spec or null"),

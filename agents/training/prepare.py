@@ -67,7 +67,8 @@ def training_scenarios(scenario: ScenarioConfig, policy: PolicyConfig, train: Tr
     checked against the run's own and built once (progress functions, trace files); ConfigError on a misfit."""
     from .scenario_mix import check_shared_policy, resolve_training_scenarios
 
-    resolved = resolve_training_scenarios(scenario, train.scenarios, both_modes=policy.observe_mode)
+    resolved = resolve_training_scenarios(scenario, train.scenarios, both_modes=policy.observe_mode,
+                                          reward=train.scenario_reward)
     modes = sorted({s.mode for s in resolved})
     if len(modes) > 1 and train.gamma is None:
         raise ConfigError(f"train.scenarios mixes {' and '.join(modes)} mode, whose default discounts differ: "

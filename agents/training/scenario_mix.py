@@ -18,10 +18,13 @@ the same task types, pending slots and allocation grid (the shared policy reads 
 They must share the target's mode (``single``/``multi``, whose step semantics differ) unless the
 policy reads the observation's ``multi_mode`` flag (``policy.observe_mode``); scenarios of both
 modes also need an explicit ``train.gamma`` (the modes' default discounts differ).
+``train.scenario_reward`` sets the reward of every training scenario other than the target (each
+scenario's own ``reward`` otherwise; the target always trains with its own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -39,10 +42,11 @@ MIXTURE_STREAM = 0x5CE7
 
 
 def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | None,
-                               both_modes: bool = False) -> tuple[ScenarioConfig, ...]:
+                               both_modes: bool = False, reward: str | None = None) -> tuple[ScenarioConfig, ...]:
     """The scenarios a run trains on: ``(target,)`` without ``train.scenarios``; else each name's
     scenario (the target's own name gives the target itself, with its overrides), checked against the
-    target (:func:`check_family`; ``both_modes``: the policy sees the mode, ``policy.observe_mode``).
+    target (:func:`check_family`; ``both_modes``: the policy sees the mode, ``policy.observe_mode``),
+    each other than the target with ``reward`` when given (``train.scenario_reward``).
     ConfigError (one line) for an unknown name or a misfit."""
     if not names:
         return (target,)
@@ -53,6 +57,8 @@ def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | No
             continue
         _, raw, _ = split_scenario_yaml(name)
         scenario = ScenarioConfig.from_dict(raw)
+        if reward is not None:
+            scenario = dataclasses.replace(scenario, reward=reward)
         check_family(target, scenario, name, both_modes)
         out.append(scenario)
     return tuple(out)
