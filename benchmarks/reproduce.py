@@ -208,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         scenario=scenario, command=recipe_command(args), heldout_seeds=heldout, validation_seeds=validation.seeds,
         rows=rows, baselines=baseline_table(run_), bound=mean_bound(run_),
         validation_baselines=vmeans, validation_rival=rival[0] if rival else None, over_seeds=summary,
-        recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict()},
+        recipe={"policy": spec.policy.to_dict(), "train": spec.train.to_dict(),
+                "scenario": {"reward": spec.learned_reward}},
         seed0_sha256=stored[0]["best_sha256"] if 0 in stored else None,
         diagnosis=diagnosis, conflict_counterfactual=counterfactual,
     )

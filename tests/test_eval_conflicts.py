@@ -69,7 +69,8 @@ def test_the_key_is_checked_and_named_on_a_page():
     assert TrainConfig().eval_conflicts is None  # as the policy trained
     with pytest.raises(ConfigError, match="train.eval_conflicts must be one of"):
         prepare_run("testbed-6", ["train.eval_conflicts=vote"])
-    named = options_beyond_the_paper({"train": {"eval_conflicts": "room"}, "policy": {"shared_actors": False}})
+    named = options_beyond_the_paper({"train": {"eval_conflicts": "room"}, "policy": {"shared_actors": False},
+                                      "scenario": {"reward": "per_cluster"}})
     assert len(named) == 1 and named[0].startswith("agents that act outside training (validation, evaluation) "
                                                    "with conflicts resolved by `room` (agents choose in turn")
 

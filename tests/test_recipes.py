@@ -164,6 +164,8 @@ def test_reproduce_writes_one_row_per_seed_and_the_index(reproduced):
     doc = json.loads((out / "tiny-3.json").read_text())
     assert doc["heldout_seeds"] == [REPORT_SEED_OFFSET + k for k in range(3)]
     assert doc["validation_seeds"] == [10_000, 10_001]
+    assert doc["recipe"]["scenario"] == {"reward": "team"}  # the reward its agents learned from, named on the page
+    assert "learn from the `team` reward" in (out / "tiny-3.md").read_text()
     for row, csv_row in zip(doc["rows"], rows):
         assert row["heldout_mean_jct"] == pytest.approx(float(csv_row["heldout_mean_jct"]), abs=1e-4)
         assert row["env_steps"] == 128
@@ -382,12 +384,16 @@ def test_a_page_names_every_option_beyond_the_paper_its_recipe_uses():
     from agents.evaluation.results_page import recipe_text
     from agents.training.config import PAPER_METHOD, options_beyond_the_paper
 
-    paper = {"train": {}, "policy": {"shared_actors": False}}
+    paper = {"train": {}, "policy": {"shared_actors": False}, "scenario": {"reward": "per_cluster"}}
     assert options_beyond_the_paper(paper) == [] and "no option beyond it" in recipe_text(paper)
-    shared = options_beyond_the_paper({"train": {}, "policy": {}})  # the default: one actor for every agent
+    shared = options_beyond_the_paper({**paper, "policy": {}})  # the default: one actor for every agent
     assert shared == [PAPER_METHOD["policy.shared_actors"][1]]
+    team = options_beyond_the_paper({**paper, "scenario": {}})  # the default reward (and results saved without it)
+    assert team == [PAPER_METHOD["scenario.reward"][1].format(value="team")]
+    mixed = recipe_text({**paper, "scenario": {"reward": "team, per_cluster"}})
+    assert "learn from the `team, per_cluster` reward" in mixed
     text = recipe_text({"train": {"stagger_start": True, "lost_claim_penalty": 4.0},
-                        "policy": {"shared_actors": False, "conflicts": "room"}})
+                        "policy": {"shared_actors": False, "conflicts": "room"}, "scenario": {"reward": "per_cluster"}})
     assert "staggered starts" in text and "a penalty of 4.0" in text and "`room`" in text and "shared" not in text
 
 
@@ -397,7 +403,8 @@ def test_every_acting_mode_beyond_the_paper_is_described_in_words():
 
     assert set(ACTION_WORDS) == set(EVAL_ACTIONS) - PAPER_ACTIONS
     for action in EVAL_ACTIONS:
-        named = options_beyond_the_paper({"train": {"eval_action": action}, "policy": {"shared_actors": False}})
+        named = options_beyond_the_paper({"train": {"eval_action": action}, "policy": {"shared_actors": False},
+                                          "scenario": {"reward": "per_cluster"}})
         words = ACTION_WORDS.get(action)
         assert named == ([] if words is None else [
             f"agents that act outside training (validation, evaluation) by `{action}` ({words})"]), action
@@ -409,5 +416,6 @@ def test_every_conflict_mode_beyond_the_paper_is_described_in_words():
 
     assert set(CONFLICT_WORDS) == set(CONFLICT_MODES) - {PAPER_CONFLICTS}
     for mode, words in CONFLICT_WORDS.items():
-        named = options_beyond_the_paper({"train": {}, "policy": {"shared_actors": False, "conflicts": mode}})
+        named = options_beyond_the_paper({"train": {}, "policy": {"shared_actors": False, "conflicts": mode},
+                                          "scenario": {"reward": "per_cluster"}})
         assert named == [f"conflicts resolved by `{mode}` ({words}) instead of the paper's Bayes rule"]

@@ -86,8 +86,10 @@ def test_scenario_reward_sets_the_reward_of_the_other_training_scenarios_only(tm
     two = _variant(tmp_path, "sjf-2", num_clusters=2)
     spec = _spec(tmp_path, f"train.scenarios=[{two},sjf-3]", "train.scenario_reward=per_cluster")
     assert [(s.num_clusters, s.reward) for s in spec.trained_on] == [(2, "per_cluster"), (3, "team")]
+    assert spec.learned_reward == "per_cluster, team"
     spec = _spec(tmp_path, f"train.scenarios=[{two},sjf-3]")
-    assert [s.reward for s in spec.trained_on] == ["team", "team"]
+    assert [s.reward for s in spec.trained_on] == ["team", "team"] and spec.learned_reward == "team"
+    assert _spec(tmp_path, "reward=per_cluster").learned_reward == "per_cluster"
 
 
 def test_per_agent_parameters_cannot_train_on_another_cluster_count(tmp_path):

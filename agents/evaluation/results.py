@@ -104,7 +104,7 @@ class RecipeResults:
     validation_baselines: dict[str, float | None]
     validation_rival: str | None = None  # the baseline of ``validation_baselines`` the seeds had to beat
     over_seeds: dict[str, Any] = field(default_factory=dict)
-    recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections
+    recipe: dict[str, Any] = field(default_factory=dict)  # the resolved train and policy sections, and the learned reward (scenario.reward)
     seed0_sha256: str | None = None  # of seed 0's best.pt: the file ``--ship`` copies to checkpoints/
     diagnosis: dict[str, Any] = field(default_factory=dict)  # :func:`~.diagnosis.diagnose` (held out)
     conflict_counterfactual: dict[str, Any] | None = None  # :func:`~.diagnosis.conflict_counterfactual`

@@ -108,18 +108,21 @@ PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
     "train.scenarios": (None, "trained on other cluster counts: on {value} ({order}), validated on this scenario"),
+    "scenario.reward": ("per_cluster", "agents that learn from the `{value}` reward (the paper's `per_cluster` rewards each "
+                                       "agent by the tasks at its own cluster; `team` by every task alive)"),
     "train.eval_action": (PAPER_ACTIONS, "agents that act outside training (validation, evaluation) by `{value}` "
                                          "({action_words})"),
 }
 
 
 def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """What a resolved recipe (``{"train": {...}, "policy": {...}}``) does beyond the paper's method
-    (:data:`PAPER_METHOD`), in words; a key the recipe does not hold counts as the default."""
+    """What a resolved recipe (``{"train": {...}, "policy": {...}, "scenario": {"reward": ...}}``, the
+    reward the agents learn from: :attr:`~agents.training.run_spec.RunSpec.learned_reward`) does beyond
+    the paper's method (:data:`PAPER_METHOD`), in words; a key the recipe does not hold counts as the default."""
     out = []
     for dotted, (paper, words) in PAPER_METHOD.items():
         section, key = dotted.split(".")
-        default = getattr(TrainConfig() if section == "train" else _policy_defaults(), key)
+        default = getattr(_section_defaults(section), key)
         value = recipe.get(section, {}).get(key, default)
         if not (value in paper if isinstance(paper, frozenset) else value == paper):
             shown = ", ".join(f"`{v}`" for v in value) if isinstance(value, (list, tuple)) else value
@@ -130,7 +133,12 @@ def options_beyond_the_paper(recipe: Mapping[str, Mapping[str, Any]]) -> list[st
     return out
 
 
-def _policy_defaults() -> Any:
+def _section_defaults(section: str) -> Any:
+    """The default values of a recipe section (``train``, ``policy`` or ``scenario``)."""
+    if section == "train":
+        return TrainConfig()
+    if section == "scenario":
+        return ScenarioConfig
     from agents.policy.config import PolicyConfig
 
     return PolicyConfig()  # imported here: the policy's config pulls in torch, this module does not

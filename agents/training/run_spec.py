@@ -46,6 +46,12 @@ class RunSpec:
         return self.training_scenarios or (self.scenario,)
 
     @property
+    def learned_reward(self) -> str:
+        """The reward the agents learn from: the training scenarios' ``reward``, their distinct values
+        joined in order (``"team"``, ``"per_cluster"`` or ``"team, per_cluster"``)."""
+        return ", ".join(dict.fromkeys(s.reward for s in self.trained_on))
+
+    @property
     def resumed_counters(self) -> dict[str, Any]:
         """The step counters of the checkpoint this run resumes (empty for a fresh run)."""
         return (self.resume or {}).get("counters", {})
