@@ -11,16 +11,16 @@ line's comment is dropped and shown, so that a new one can be written), and the 
 resolve to exactly the candidate's configuration. The old recipe's seeds move from
 ``<recipe-runs>/<scenario>/s<k>`` to ``<runs>/<scenario>/<old-name>/s<k>``, the candidate's to
 ``<recipe-runs>/<scenario>/s<k>``, logs with them. Everything is checked before anything changes;
-``--dry-run`` only prints the plan. It then prints the two commands that finish the job: ``tune.py``
-with the old recipe as a candidate (nothing trains: every run is found finished) and
-``reproduce.py`` for the held-out page (:mod:`agents.evaluation.adoption`). Exit codes: 0 done,
+``--dry-run`` only prints the plan. It then prints the two commands that finish the job, each with
+``--restart`` (the stored seeds are the old recipe's): ``tune.py`` with the old recipe as a candidate
+(nothing trains: every run is found finished) and the held-out page, ``reproduce.py`` or, for a family
+recipe file, ``generalist.py`` (:mod:`agents.evaluation.adoption`). Exit codes: 0 done,
 2 bad input, 1 a moved run does not match the new recipe.
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -54,10 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  comment dropped from the replaced line, {comment}")
     for src, dst in (*plan.keep, *plan.promote):
         print(f"move {src} -> {dst}")
-    restore = f"{plan.restore.name}:{','.join(plan.restore.overrides)}"
-    seeds = len(plan.seeds)
-    follow = [f"python benchmarks/tune.py --config {args.config} --candidate {shlex.quote(restore)} --seeds {seeds}",
-              f"python benchmarks/reproduce.py --config {args.config} --seeds {seeds}"]
+    follow = plan.follow_up()
     if args.dry_run:
         print("dry run: nothing changed; adopting would be followed by:\n  " + "\n  ".join(follow))
         return 0

@@ -181,7 +181,20 @@ def test_the_command_line_dry_run_prints_the_plan_and_changes_nothing(tuned, cap
     assert adopt.main([*argv, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "dry run: nothing changed" in out and f"move {runs / 'tiny-3' / 'fast' / 's0'}" in out
-    assert "--candidate slow:policy.shared_actors=true,train.lr=0.0003 --seeds 2" in out
+    assert "--candidate slow:policy.shared_actors=true,train.lr=0.0003 --seeds 2 --restart" in out
+    assert f"python benchmarks/reproduce.py --config {config} --seeds 2 --restart" in out
     assert config.read_text() == RECIPE and (runs / "tiny-3" / "fast" / "s0").is_dir()
     assert adopt.main(argv) == 0 and "adopted; now run:" in capsys.readouterr().out
     assert adopt.main(argv) == 2  # done once: the candidate's runs have moved
+
+
+def test_a_family_recipe_file_is_finished_by_its_family_page(tmp_path):
+    from agents.evaluation.adoption import AdoptionPlan
+
+    recipe = tmp_path / "family.yaml"
+    recipe.write_text("base: tiny-3\ntrain:\n  lr: 3.0e-4\n")
+    plan = AdoptionPlan(config=str(recipe), yaml_path=recipe, new_text="", dropped_comments=[], values={},
+                        restore=Candidate("old", ("train.scenario_reward=null",)), seeds=[0])
+    tune, page = plan.follow_up()
+    assert tune.endswith("--candidate old:train.scenario_reward=null --seeds 1 --restart")
+    assert page == f"python benchmarks/generalist.py --config {recipe} --seeds 1 --restart"

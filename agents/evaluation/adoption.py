@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.config import LEARNING_KEYS, ConfigError, split_scenario_yaml
+from envs.config import LEARNING_KEYS, ConfigError, is_recipe_file, split_scenario_yaml
 
 from .seed_runs import SeedRun, finished, log_path, recipe_differences
 from .tuning import Candidate, run_dir
@@ -44,6 +45,16 @@ class AdoptionPlan:
     keep: list[tuple[Path, Path]] = field(default_factory=list)  # (from, to): the old recipe's runs and logs
     promote: list[tuple[Path, Path]] = field(default_factory=list)  # (from, to): the candidate's runs and logs
     seeds: list[int] = field(default_factory=list)  # the candidate's seeds, now the recipe's
+
+    def follow_up(self) -> list[str]:
+        """The two commands that finish an adoption: ``tune.py`` scoring the old recipe as a candidate
+        (nothing trains) and the held-out page (``generalist.py`` for a family recipe file, else
+        ``reproduce.py``), each with ``--restart``: the stored seeds belong to the old recipe."""
+        restore = shlex.quote(f"{self.restore.name}:{','.join(self.restore.overrides)}")
+        page = "generalist.py" if is_recipe_file(self.yaml_path) else "reproduce.py"
+        n = len(self.seeds)
+        return [f"python benchmarks/tune.py --config {self.config} --candidate {restore} --seeds {n} --restart",
+                f"python benchmarks/{page} --config {self.config} --seeds {n} --restart"]
 
 
 def _seed_dirs(parent: Path) -> list[Path]:
