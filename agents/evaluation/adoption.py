@@ -23,10 +23,11 @@ import shlex
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from envs.config import LEARNING_KEYS, ConfigError, is_recipe_file, split_scenario_yaml
 
-from .seed_runs import SeedRun, finished, log_path, recipe_differences
+from .seed_runs import SeedRun, finished, log_path, recipe_differences, seeds_command
 from .tuning import Candidate, run_dir
 
 _SEED_DIR = re.compile(r"^s[0-9]+$")
@@ -50,11 +51,13 @@ class AdoptionPlan:
         """The two commands that finish an adoption: ``tune.py`` scoring the old recipe as a candidate
         (nothing trains) and the held-out page (``generalist.py`` for a family recipe file, else
         ``reproduce.py``), each with ``--restart``: the stored seeds belong to the old recipe."""
+        from .results import REPORT_SEEDS
+
         restore = shlex.quote(f"{self.restore.name}:{','.join(self.restore.overrides)}")
         page = "generalist.py" if is_recipe_file(self.yaml_path) else "reproduce.py"
-        n = len(self.seeds)
-        return [f"python benchmarks/tune.py --config {self.config} --candidate {restore} --seeds {n} --restart",
-                f"python benchmarks/{page} --config {self.config} --seeds {n} --restart"]
+        seeds = SimpleNamespace(config=self.config, seeds=len(self.seeds), first_seed=min(self.seeds), heldout=REPORT_SEEDS)
+        return [f"python benchmarks/tune.py --config {self.config} --candidate {restore} --seeds {len(self.seeds)} --restart",
+                f"{seeds_command(page, seeds)} --restart"]
 
 
 def _seed_dirs(parent: Path) -> list[Path]:
