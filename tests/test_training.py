@@ -355,7 +355,7 @@ def test_keyboard_interrupt_saves_last_checkpoint(tmp_path, monkeypatch, capsys)
 
 
 def test_same_seed_same_parameters(tmp_path, monkeypatch):
-    from agents.training import loop
+    from agents.training import validation_set
 
     def run(name: str, seed: int) -> tuple[dict[str, torch.Tensor], list]:
         spec = _spec(tmp_path, f"train.run_name={name}", steps=40, envs=2, seed=seed, config="synthetic-3",
@@ -365,7 +365,7 @@ def test_same_seed_same_parameters(tmp_path, monkeypatch):
 
     a, jct_a = run("a", 3)
     # run b: same seed, evaluation ring buffer far shorter than an episode (metrics must not care)
-    monkeypatch.setattr(loop, "EVAL_BUFFER_PER_ENV", 3)
+    monkeypatch.setattr(validation_set, "EVAL_BUFFER_PER_ENV", 3)
     b, jct_b = run("b", 3)
     monkeypatch.undo()
     c, _ = run("c", 4)

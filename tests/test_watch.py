@@ -251,6 +251,10 @@ def test_the_readme_lists_exactly_the_tags_a_run_writes(tiny_run):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## TensorBoard"):readme.index("## Results")]
     listed = set(re.findall(r"`((?:test|training|update|usage|warmstart)/[^`*]+)`", section))
+    patterns = {tag for tag in listed if "<name>" in tag}  # one tag per named scenario (train.also_validate_on)
+    assert patterns == {"test/also/<name>/mean_jct"}
+    assert all(tag_description(tag.replace("<name>", "multi-3")) for tag in patterns)
+    listed -= patterns
     described = set(TAG_DESCRIPTIONS)
     assert listed <= described, listed - described
     written = set(_events(tiny_run.run_dir).Tags()["scalars"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .columns import Column, Table
 from .formatting import MISSING, code_list, counted, fmt, mean_sd, paired, yes_no
@@ -64,12 +64,21 @@ same workloads for each seed's paired difference. Lower mean JCT is better.
 """
 
 
+def validated_also(names: Sequence[str]) -> str:
+    """The words for a recipe's other validation scenarios (``train.also_validate_on``); empty for none."""
+    if not names:
+        return ""
+    return (f" and {code_list(names)}, `best.pt` chosen on the mean over them of the validation JCT relative to "
+            "each one's best validation baseline")
+
+
 def render_family_page(sections: Mapping[str, Mapping[str, Any]]) -> str:
     """The page's markdown: one section per family recipe (``sections``: recipe name -> its JSON entry)."""
     lines = [INTRO]
     for recipe, sec in sections.items():
         lines += [f"## {recipe}", "",
-                  f"Trained on {code_list(sec['trained_on'])}, validated on `{sec['validated_on']}`; "
+                  f"Trained on {code_list(sec['trained_on'])}, validated on `{sec['validated_on']}`"
+                  f"{validated_also(sec.get('also_validated_on') or [])}; "
                   f"{counted(len(sec['rows'][0]['seeds']) if sec['rows'] else 0, 'seed')}, "
                   f"held-out workloads {sec['heldout_seeds'][0]}..{sec['heldout_seeds'][-1]}. "
                   f"Regenerate: `{sec['command']}`.", "",

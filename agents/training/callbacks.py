@@ -2,7 +2,8 @@
 
 * ``last.pt`` is written at the end of every epoch (:meth:`TrainerCallbacks.save_checkpoint_fn`), every
   ``save_every`` env steps (:meth:`TrainerCallbacks.training_fn`), and by the loop at the end of the run
-  and on Ctrl-C; ``best.pt`` whenever the evaluation mean JCT improves on the best of the run
+  and on Ctrl-C; ``best.pt`` whenever the evaluation's score improves on the best of the run (its mean JCT; with
+  ``train.also_validate_on``, its relative JCT, :mod:`~agents.training.validation_set`)
   (over resumes too); every checkpoint records the env step of the run's latest finished evaluation
   (:data:`~agents.training.checkpoints.EVALUATED`), so a run stopped before its final evaluation
   ended resumes into it;
@@ -36,6 +37,7 @@ from .scenario_mix import TrainingMix
 from .stats import SchedulingCollectStats, evaluation_score
 from .tianshou_glue.trainer import trainer_env_step
 from .validation_baselines import validation_rival
+from .validation_set import RELATIVE_JCT_TAG, other_tag
 
 if TYPE_CHECKING:
     from tianshou.algorithm import Algorithm
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from .logger import BaselineScalars
     from .tianshou_glue.algorithm import MultiAgentPPO
     from .run_spec import RunSpec
+    from .validation_set import OtherValidation
 
 
 def earlier_devices(spec: RunSpec) -> list[str]:
@@ -71,11 +74,13 @@ class TrainerCallbacks:
     """tianshou's trainer callbacks of one run and the state they share (:meth:`save_checkpoint_fn`,
     :meth:`training_fn`, :meth:`collect_step_fn`, :meth:`test_fn`, :meth:`compute_score_fn`,
     :meth:`save_best_fn`). ``baselines``: the validation baselines' scalars (None: none computed);
-    ``train_envs``: the training vector env, read for ``training/running_mean_jct``."""
+    ``train_envs``: the training vector env, read for ``training/running_mean_jct``; ``others``: the other
+    validation scenarios (:mod:`~agents.training.validation_set`), whose relative JCT becomes the score."""
 
     def __init__(self, spec: RunSpec, algorithm: MultiAgentPPO, net: torch.nn.Module, writer: SummaryWriter,
                  started: float | None = None, devices_before: Sequence[str] = (),
-                 baselines: BaselineScalars | None = None, train_envs: VectorEnv | None = None) -> None:
+                 baselines: BaselineScalars | None = None, train_envs: VectorEnv | None = None,
+                 others: OtherValidation | None = None) -> None:
         self.spec = spec
         self.train_envs = train_envs  # its episodes in progress give training/running_mean_jct
         #: the collectors of several training scenarios (train.scenarios) and the switch between them; None: one
@@ -113,6 +118,7 @@ class TrainerCallbacks:
         self._tick: tuple[float, int] | None = None
         self.last_rate: float | None = None
         self.baselines = baselines
+        self.others = others  # the other validation scenarios (train.also_validate_on); None: the run's own alone
         self.monitor = SystemMonitor()
         best = spec.run_dir / BEST
         if own and best.is_file():  # best.pt may be newer than last.pt; only this run's own counts
@@ -212,10 +218,20 @@ class TrainerCallbacks:
             self.baselines.write(env_step)
 
     def compute_score_fn(self, stats: SchedulingCollectStats) -> float:
-        """tianshou's score of an evaluation; prints our one-line evaluation summary."""
+        """tianshou's score of an evaluation (with other validation scenarios: ``-`` their relative JCT,
+        :mod:`~agents.training.validation_set`); prints our one-line evaluation summary."""
         self.last_score = evaluation_score(stats)
         self.last_mean_jct = stats.mean_jct
         step = self.env_step()
+        point = None
+        if self.others is not None:
+            point = self.others.evaluate(stats)
+            self.last_score = point.score
+            for name, jct in list(point.mean_jct.items())[1:]:
+                if jct is not None:
+                    self.writer.add_scalar(other_tag(name), jct, step)
+            if point.relative_jct is not None:
+                self.writer.add_scalar(RELATIVE_JCT_TAG, point.relative_jct, step)
         if self.last_score > self.best_score:
             best_jct, best_step = self.last_mean_jct, step
         else:  # not a new best: nothing is left to do for this evaluation (a new best is done once saved)
@@ -228,7 +244,8 @@ class TrainerCallbacks:
             trunc = f", {stats.truncated_episodes} episode(s) truncated" if stats.truncated_episodes else ""
             best = "n/a" if best_jct is None else f"{best_jct:.3f}"
             at = "" if best_step is None else f" at step {best_step}"
-            self.progress.write(f"step {step}: eval mean JCT {jct}{trunc} (best {best}{at})")
+            also = "" if point is None else f"; {point.summary()}"
+            self.progress.write(f"step {step}: eval mean JCT {jct}{trunc}{also} (best {best}{at})")
         return self.last_score
 
     def save_best_fn(self, algorithm: Algorithm) -> None:

@@ -108,6 +108,8 @@ PAPER_METHOD: dict[str, tuple[Any, str]] = {
     "train.lost_claim_penalty": (0.0, "a penalty of {value} on each lost claim in the rewards PPO learns from"),
     "train.imitate": (None, "a warm start imitating `{value}`"),
     "train.scenarios": (None, "trained on other cluster counts: on {value} ({order}), validated on this scenario"),
+    "train.also_validate_on": (None, "best.pt chosen on validation on {value} too, each scenario's JCT relative to its "
+                                     "best validation baseline"),
     "scenario.reward": ("per_cluster", "agents that learn from the `{value}` reward (the paper's `per_cluster` rewards each "
                                        "agent by the tasks at its own cluster; `team` by every task alive)"),
     "train.eval_action": (PAPER_ACTIONS, "agents that act outside training (validation, evaluation) by `{value}` "
@@ -214,6 +216,7 @@ class TrainConfig(ConfigSection):
     logdir: str = "runs"  # parent directory of the run directories
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
     progress: bool = True  # a tqdm bar over the run's env steps (on a terminal; else a plain status line)
+    also_validate_on: tuple[str, ...] | None = None  # validate on these scenarios of the run's task family too (names or YAML paths; agents/training/validation_set.py): best.pt is then chosen on the mean over all validation scenarios of the validation mean JCT relative to each one's best validation baseline. None: the run's scenario alone
     validation_baselines: bool = True  # run the validation baselines once at a run's start on its validation workloads (agents/training/validation_baselines.py): TensorBoard's baselines/* lines and the rival in the progress bar / status line (false: skip)
 
     # declared once (envs/config_section.py): built in layers (defaults, the YAML's train:
@@ -270,6 +273,13 @@ class TrainConfig(ConfigSection):
         greater_than("scenario_shares", 0, finite=True, nullable=True),
         one_of("scenario_order", SCENARIO_ORDERS),
         one_of("scenario_reward", (None, *REWARDS)),
+        rule(lambda c: c.also_validate_on is None or len(c.also_validate_on) >= 1,
+             "also_validate_on must name at least one scenario, or be null"),
+        rule(lambda c: c.also_validate_on is None or len(set(c.also_validate_on)) == len(c.also_validate_on),
+             "also_validate_on names a scenario twice: {also_validate_on}"),
+        rule(lambda c: c.also_validate_on is None or c.validation_baselines,
+             "also_validate_on scores each validation scenario against its best validation baseline: "
+             "set validation_baselines=true"),
         rule(lambda c: c.scenario_reward is None or c.scenarios is not None,
              "scenario_reward sets the reward of the scenarios in scenarios: set scenarios too"),
         one_of("eval_action", EVAL_ACTIONS),

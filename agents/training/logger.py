@@ -72,6 +72,9 @@ TAG_DESCRIPTIONS: dict[str, str] = {
     "follows its lowest point; lower is better. Each validation baseline draws the same figure on this chart, "
     "as the run baselines/NAME.",
     "test/best_mean_jct": "The lowest validation mean JCT of the run so far: the one best.pt holds.",
+    "test/relative_jct": "With train.also_validate_on only: the score best.pt is chosen on, the mean over the "
+    "validation scenarios (the run's own and each of train.also_validate_on) of the validation mean JCT divided "
+    "by that scenario's best validation baseline; below 1 where the policy beats the rivals on average.",
     "test/episode_length": "Mean length in decisions of the validation episodes.",
     "test/cpu_util": "Mean CPU utilisation of the validation episodes.",
     "test/gpu_util": "Mean GPU utilisation of the validation episodes.",
@@ -123,6 +126,8 @@ BASELINES_RUN = "baselines"
 BEST_MEAN_JCT_TAG = "test/best_mean_jct"
 #: the title of the custom layout's chart of the best validation mean JCT so far (a chart of its own)
 BEST_CHART = "best validation mean JCT so far: the one best.pt holds"
+#: the tags ``<prefix><name>/mean_jct`` of the other validation scenarios (train.also_validate_on)
+OTHER_VALIDATION_PREFIX = "test/also/"
 #: the tag under which ``SummaryWriter.add_custom_scalars`` stores the layout
 CUSTOM_SCALARS_TAG = "custom_scalars__config__"
 
@@ -141,6 +146,10 @@ def baseline_description(label: str) -> str:
 
 def tag_description(tag: str) -> str | None:
     """What the scalar ``tag`` of the run means (None: a tag the run does not write)."""
+    if tag.startswith(OTHER_VALIDATION_PREFIX) and tag.endswith("/mean_jct"):
+        name = tag.removeprefix(OTHER_VALIDATION_PREFIX).removesuffix("/mean_jct")
+        return (f"With train.also_validate_on only: the validation mean JCT on {name}, the same workloads "
+                "(train.eval_seed + j) replayed there right after the run's own at each evaluation.")
     return TAG_DESCRIPTIONS.get(tag)
 
 

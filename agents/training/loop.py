@@ -37,6 +37,7 @@ from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .tianshou_glue.trainer import ResumableOnPolicyTrainer
 from .validation_baselines import run_validation_baselines
+from .validation_set import OtherValidation, evaluation_collector
 from .vector_env import WorkerDied
 from .warmstart import log_warm_start, warm_start
 
@@ -45,10 +46,6 @@ if TYPE_CHECKING:
 
     from .envs import VectorEnv
     from .tianshou_glue.algorithm import MultiAgentPPO
-
-#: ring size per env of the evaluation collector's buffer (evaluation keeps no data; read by
-#: :func:`make_collectors` at call time, so it may be patched here)
-EVAL_BUFFER_PER_ENV = 256
 
 
 @dataclass
@@ -133,6 +130,9 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         trained_on = {"training_scenarios": [s.to_dict() for s in spec.training_scenarios]} if spec.training_scenarios else {}
         write_config(spec, {"restarts": spec.restarts, "device": str(device), **trained_on})
         means = validation_baselines(spec)
+        others = OtherValidation(spec, algorithm, means) if spec.validation_others else None
+        if others is not None:
+            cleanup.callback(others.close)
         writer = RunWriter(log_dir=str(spec.run_dir))
         cleanup.callback(writer.close)
         writer.add_custom_scalars(custom_layout(means))
@@ -141,7 +141,7 @@ def _train_in_run_dir(spec: RunSpec, device: torch.device, lock: rundir.RunLock,
         if warm is not None:
             log_warm_start(writer, warm)
         callbacks = TrainerCallbacks(spec, algorithm, net, writer, started=start, devices_before=devices_before,
-                                     baselines=baselines, train_envs=train_envs)
+                                     baselines=baselines, train_envs=train_envs, others=others)
         cleanup.callback(callbacks.progress.close)
         if spec.fresh_dir:  # a new run directory: its baselines' lines start where it starts
             callbacks.log_baselines(spec.done_env_steps)
@@ -224,15 +224,10 @@ def make_collectors(
     loops removed; with ``dummy``/``subproc``/... envs they behave as the stock ones).
     """
     t = spec.train
-    stats_cls = SchedulingCollectStats
     train_collector = training_collector(spec, algorithm, train_envs)
     test_collector = None
     if test_envs is not None:
-        # evaluation keeps no data: a small ring per env is enough for tianshou's bookkeeping
-        test_collector = BatchCollector(
-            algorithm, test_envs, BatchedReplayBuffer(EVAL_BUFFER_PER_ENV * t.eval_episodes, t.eval_episodes),
-            collect_stats_class=stats_cls,
-        )
+        test_collector = evaluation_collector(algorithm, test_envs, t.eval_episodes)
     return train_collector, test_collector
 
 

@@ -81,6 +81,28 @@ def training_scenarios(scenario: ScenarioConfig, policy: PolicyConfig, train: Tr
     return others
 
 
+def other_validation_scenarios(scenario: ScenarioConfig, policy: PolicyConfig,
+                               train: TrainConfig) -> tuple[ScenarioConfig, ...]:
+    """The other scenarios the run validates on (``train.also_validate_on``,
+    :mod:`~agents.training.validation_set`), checked as training scenarios are and built once;
+    ConfigError (one line) on a misfit, the run's own scenario, or two of one name."""
+    from .scenario_mix import check_shared_policy, resolve_training_scenarios
+
+    if not train.also_validate_on:
+        return ()
+    key = "train.also_validate_on"
+    resolved = resolve_training_scenarios(scenario, train.also_validate_on, both_modes=policy.observe_mode, key=key)
+    names = [s.name for s in resolved]
+    if scenario.name in names:
+        raise ConfigError(f"{key}: {scenario.name!r} is the run's own scenario, validated on already")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"{key} names two scenarios of one name: {names}")
+    check_shared_policy(policy.tied_to_n, resolved, scenario, key)
+    for other in resolved:
+        check_scenario(other, train)
+    return resolved
+
+
 def prepare_run(
     config: str | None,
     overrides: Sequence[str] = (),
@@ -128,6 +150,7 @@ def prepare_run(
     scenario = training_scenario(ScenarioConfig.from_dict(scen_raw), train)
     check_scenario(scenario, train)
     trained_on = training_scenarios(scenario, policy, train)
+    validated_also = other_validation_scenarios(scenario, policy, train)
 
     if ckpt is not None:
         # the checkpoint's configs with today's defaults for fields it predates (e.g. a file from
@@ -154,7 +177,7 @@ def prepare_run(
         check_no_rewind(ckpt, own_dir)
         return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=own_dir, resume=ckpt,
                        run_id=rundir.checkpoint_run_id(ckpt), fresh_dir=False, default_name=False,
-                       training_scenarios=trained_on)
+                       training_scenarios=trained_on, validation_others=validated_also)
     # a new run, or a shipped / copied checkpoint continued as a new run (its history carried on;
     # the name it was saved under is its old run's, so only a name given now is used)
     if ckpt is not None and "run_name" not in {**train_yaml, **flags, **split.train}:
@@ -162,7 +185,7 @@ def prepare_run(
     name = train.run_name or rundir.default_run_name(scenario.name, policy.variant, train.seed)
     return RunSpec(scenario=scenario, policy=policy, train=train, run_dir=Path(train.logdir) / name, resume=ckpt,
                    run_id=rundir.new_run_id(), fresh_dir=True, default_name=train.run_name is None,
-                   training_scenarios=trained_on)
+                   training_scenarios=trained_on, validation_others=validated_also)
 
 
 def check_no_rewind(ckpt: Mapping[str, Any], run_dir: Path) -> None:

@@ -38,7 +38,10 @@ class RunSpec:
     default_name: bool = True
     #: the scenarios the run trains on (``train.scenarios``; empty: ``scenario`` alone), each collection
     #: from one of them (:class:`~agents.training.scenario_mix.ScenarioSchedule`); validation runs on ``scenario``
+    #: (and :attr:`validation_others`)
     training_scenarios: tuple[ScenarioConfig, ...] = ()
+    #: the other scenarios the run validates on (``train.also_validate_on``; :mod:`~agents.training.validation_set`)
+    validation_others: tuple[ScenarioConfig, ...] = ()
 
     @property
     def trained_on(self) -> tuple[ScenarioConfig, ...]:

@@ -41,13 +41,13 @@ __all__ = ["CURRICULUM", "MIXTURE", "SCENARIO_ORDERS", "ScenarioSchedule", "Trai
 MIXTURE_STREAM = 0x5CE7
 
 
-def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | None,
-                               both_modes: bool = False, reward: str | None = None) -> tuple[ScenarioConfig, ...]:
+def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | None, both_modes: bool = False,
+                               reward: str | None = None, key: str = "train.scenarios") -> tuple[ScenarioConfig, ...]:
     """The scenarios a run trains on: ``(target,)`` without ``train.scenarios``; else each name's
     scenario (the target's own name gives the target itself, with its overrides), checked against the
     target (:func:`check_family`; ``both_modes``: the policy sees the mode, ``policy.observe_mode``),
     each other than the target with ``reward`` when given (``train.scenario_reward``).
-    ConfigError (one line) for an unknown name or a misfit."""
+    ConfigError (one line, naming the config ``key`` that lists them) for an unknown name or a misfit."""
     if not names:
         return (target,)
     out = []
@@ -59,19 +59,20 @@ def resolve_training_scenarios(target: ScenarioConfig, names: Sequence[str] | No
         scenario = ScenarioConfig.from_dict(raw)
         if reward is not None:
             scenario = dataclasses.replace(scenario, reward=reward)
-        check_family(target, scenario, name, both_modes)
+        check_family(target, scenario, name, both_modes, key)
         out.append(scenario)
     return tuple(out)
 
 
-def check_family(target: ScenarioConfig, other: ScenarioConfig, label: str, both_modes: bool = False) -> None:
+def check_family(target: ScenarioConfig, other: ScenarioConfig, label: str, both_modes: bool = False,
+                 key: str = "train.scenarios") -> None:
     """ConfigError unless the shared policy built for ``target`` can train on ``other``: the same task
     types, pending slots and allocation grid (cluster counts and capacities may differ), and the same
     mode unless the policy sees the mode (``both_modes``)."""
     from envs.observation import ObservationSpec
 
     if other.mode != target.mode and not both_modes:
-        raise ConfigError(f"train.scenarios: {label!r} runs in {other.mode} mode, the run's scenario "
+        raise ConfigError(f"{key}: {label!r} runs in {other.mode} mode, the run's scenario "
                           f"{target.name!r} in {target.mode} mode; train on scenarios of one mode, or set "
                           f"policy.observe_mode=true and train.gamma")
     have, want = ObservationSpec.from_config(other), ObservationSpec.from_config(target)
@@ -79,15 +80,16 @@ def check_family(target: ScenarioConfig, other: ScenarioConfig, label: str, both
               ("pending slots", have.P, want.P), ("allocation grid", tuple(have.alloc_dims), tuple(want.alloc_dims)))
     for what, a, b in checks:
         if a != b:
-            raise ConfigError(f"train.scenarios: {label!r} has {what} {a}, the run's scenario {target.name!r} "
+            raise ConfigError(f"{key}: {label!r} has {what} {a}, the run's scenario {target.name!r} "
                               f"{b}; a policy trains only on scenarios of its task family")
 
 
-def check_shared_policy(tied_to_n: bool, scenarios: Sequence[ScenarioConfig], target: ScenarioConfig) -> None:
-    """ConfigError when a policy with per-agent parameters (``tied_to_n``) would train on another cluster count."""
+def check_shared_policy(tied_to_n: bool, scenarios: Sequence[ScenarioConfig], target: ScenarioConfig,
+                        key: str = "train.scenarios") -> None:
+    """ConfigError when a policy with per-agent parameters (``tied_to_n``) would act on another cluster count."""
     counts = sorted({s.num_clusters for s in scenarios} - {target.num_clusters})
     if tied_to_n and counts:
-        raise ConfigError(f"train.scenarios trains on {counts} clusters but the policy has per-agent parameters for "
+        raise ConfigError(f"{key} names {counts} clusters but the policy has per-agent parameters for "
                           f"{target.num_clusters}: set policy.shared_actors=true and policy.agent_id=false")
 
 

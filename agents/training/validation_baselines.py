@@ -83,11 +83,17 @@ def run_baselines(scenario: ScenarioConfig, seeds: Sequence[int]) -> dict[str, f
     return out
 
 
-def read_baselines(run_dir: Path, train: TrainConfig) -> dict[str, float | None] | None:
-    """The means saved in ``run_dir`` when they were computed for these validation workloads and
-    baselines; None otherwise (no file, an unreadable one, or other workloads)."""
+def baselines_file(scenario: str | None = None) -> str:
+    """The run directory's record of the validation baselines on its own scenario (``None``), or on the
+    other validation scenario ``scenario`` (``train.also_validate_on``)."""
+    return BASELINES_FILE if scenario is None else f"validation_baselines.{scenario}.json"
+
+
+def read_baselines(run_dir: Path, train: TrainConfig, other: str | None = None) -> dict[str, float | None] | None:
+    """The means saved in ``run_dir`` (:func:`baselines_file` of ``other``) when they were computed for
+    these validation workloads and baselines; None otherwise (no file, an unreadable one, or other workloads)."""
     try:
-        doc = json.loads((run_dir / BASELINES_FILE).read_text())
+        doc = json.loads((run_dir / baselines_file(other)).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict):
@@ -99,9 +105,11 @@ def read_baselines(run_dir: Path, train: TrainConfig) -> dict[str, float | None]
     return {k: None if v is None else float(v) for k, v in means.items()} if numbers else None
 
 
-def write_baselines(run_dir: Path, train: TrainConfig, means: Mapping[str, float | None]) -> Path:
-    """Save ``means`` in ``run_dir`` (written whole, :func:`agents.json_files.write_json`)."""
-    path = run_dir / BASELINES_FILE
+def write_baselines(run_dir: Path, train: TrainConfig, means: Mapping[str, float | None],
+                    other: str | None = None) -> Path:
+    """Save ``means`` in ``run_dir`` (:func:`baselines_file` of ``other``; written whole,
+    :func:`agents.json_files.write_json`)."""
+    path = run_dir / baselines_file(other)
     doc = {"eval_scenario": train.eval_scenario, "seeds": validation_seeds(train), "mean_jct": dict(means),
            "metric": "mean over the validation workloads of each workload's mean JCT (real steps)"}
     try:
@@ -110,11 +118,14 @@ def write_baselines(run_dir: Path, train: TrainConfig, means: Mapping[str, float
         raise OutputWriteError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def run_validation_baselines(run_dir: Path, scenario: ScenarioConfig, train: TrainConfig) -> dict[str, float | None]:
+def run_validation_baselines(run_dir: Path, scenario: ScenarioConfig, train: TrainConfig,
+                             other: bool = False) -> dict[str, float | None]:
     """The run's validation baselines: read from ``run_dir``, else computed on ``scenario`` (the
-    validation variant) and saved there."""
-    means = read_baselines(run_dir, train)
+    validation variant) and saved there; ``other``: ``scenario`` is one of ``train.also_validate_on``,
+    recorded in a file of its own (:func:`baselines_file`)."""
+    name = scenario.name if other else None
+    means = read_baselines(run_dir, train, name)
     if means is None:
         means = run_baselines(scenario, validation_seeds(train))
-        write_baselines(run_dir, train, means)
+        write_baselines(run_dir, train, means, name)
     return means
