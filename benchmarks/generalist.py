@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         family_scenarios,
         evaluation_scenario,
         own_results,
+        seed_training,
         shipped_seed,
         stored_family_seeds,
         targets_met,
@@ -152,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     base = read_scenario_yaml(args.config)[1].get(BASE_KEY)
     sections[recipe] = {"command": command_line(args), "trained_on": [s.name for s in spec.trained_on],
                         "validated_on": base or spec.scenario.name,
-                        "also_validated_on": [s.name for s in spec.validation_others], "heldout_seeds": list(heldout), "rows": rows,
+                        "also_validated_on": [s.name for s in spec.validation_others],
+                        "training": [seed_training(doc) for doc in docs], "heldout_seeds": list(heldout), "rows": rows,
                         "seed0": shipped_seed(stored[0]) if 0 in stored else None}
     write_json(page_json, dict(sorted(sections.items())))
     page = out / PAGE

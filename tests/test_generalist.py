@@ -94,8 +94,12 @@ def test_a_family_recipe_is_trained_evaluated_on_its_family_stored_and_paged(tmp
     assert rows["synthetic-3"]["rival"] is None  # no page of its own under --out
     assert rows["synthetic-3"]["targets"] == {"beats_rival": None, "within_2pct_of_own": None}
     assert page["validated_on"] == "hetero-6" and page["also_validated_on"] == []
+    [trained] = page["training"]
+    assert trained["seed"] == 0 and trained["env_steps"] == 80 and trained["wall_s"] > 0
+    assert trained["best_env_step"] == doc["training"]["best_env_step"] in (0, 40, 80)
     text = (out / "generalist.md").read_text()
     assert "## tiny-family" in text and "| multi-3 |" in text
+    assert f"chosen on validation: s0 at {trained['best_env_step']:,} of 80 env steps. Wall time per seed: " in text
     # a second run finds the seed stored: nothing trained or evaluated again
     capsys.readouterr()
     shutil.rmtree(tmp_path / "runs")

@@ -86,7 +86,7 @@ def test_a_run_validates_on_its_other_scenarios_and_keeps_the_best_relative_jct(
     assert counters["best_mean_jct"] == pytest.approx(own[best_step], rel=1e-5)
     assert load_checkpoint(spec.run_dir / LAST)["counters"]["best_score"] == counters["best_score"]
     out = capsys.readouterr().out
-    assert "validation baselines on sjf-2:" in out and "; relative JCT " in out
+    assert "validation baselines on sjf-2:" in out and "; relative JCT " in out and "(best.pt " in out
     saved = yaml.safe_load((spec.run_dir / "config.yaml").read_text())
     assert saved["train"]["also_validate_on"] == [two, four]
 

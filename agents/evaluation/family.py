@@ -115,6 +115,14 @@ def shipped_seed(doc: Mapping[str, Any]) -> dict[str, Any]:
             "mean_jct": {name: float(np.nanmean(_workload_means(s["mean_jct"]))) for name, s in doc["scenarios"].items()}}
 
 
+def seed_training(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What the family page says of a seed's run: where its ``best.pt`` was chosen (the env step of its best
+    validation point), its budget and its wall time (None where the stored seed predates them)."""
+    training = doc.get("training") or {}
+    return {"seed": doc["seed"], "best_env_step": training.get("best_env_step"),
+            "env_steps": training.get("env_steps"), "wall_s": training.get("wall_s")}
+
+
 def own_results(out: Path, scenario: str) -> dict[str, Any] | None:
     """The scenario's own results page numbers (``<out>/<scenario>.json``): its recipe's held-out mean
     and sd over seeds, and its best non-oracle baseline's name and mean; None without a page."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .columns import Column, Table
-from .formatting import MISSING, code_list, counted, fmt, mean_sd, paired, yes_no
+from .formatting import MISSING, code_list, count, counted, duration, fmt, mean_sd, paired, yes_no
 
 
 #: the page and its JSON under the results directory: one section per family recipe
@@ -56,7 +56,7 @@ FAMILY_TABLE = Table(
 
 INTRO = """# One policy per task family
 
-Each family recipe trains one shared policy on several scenarios and validates it on one; here each
+Each family recipe trains one shared policy on several scenarios and validates it on one or more; here each
 of its seeds' `best.pt` runs on every scenario of its family, on that scenario's held-out workloads,
 acting as that scenario's own recipe acts outside training. Beside it: the scenario's own recipe
 (its results page, trained for that scenario alone) and its best non-oracle baseline, run again on the
@@ -72,6 +72,15 @@ def validated_also(names: Sequence[str]) -> str:
             "each one's best validation baseline")
 
 
+def seeds_line(training: Sequence[Mapping[str, Any]]) -> str:
+    """Where each seed's ``best.pt`` was chosen (the env step of its best validation point, of its budget)
+    and each seed's wall time."""
+    chosen = "; ".join(f"s{t['seed']} at {count(t['best_env_step'])} of {count(t['env_steps'])} env steps"
+                       for t in training)
+    walls = ", ".join(duration(t["wall_s"]) for t in training)
+    return f"Each seed's `best.pt`, chosen on validation: {chosen}. Wall time per seed: {walls}."
+
+
 def render_family_page(sections: Mapping[str, Mapping[str, Any]]) -> str:
     """The page's markdown: one section per family recipe (``sections``: recipe name -> its JSON entry)."""
     lines = [INTRO]
@@ -82,5 +91,6 @@ def render_family_page(sections: Mapping[str, Mapping[str, Any]]) -> str:
                   f"{counted(len(sec['rows'][0]['seeds']) if sec['rows'] else 0, 'seed')}, "
                   f"held-out workloads {sec['heldout_seeds'][0]}..{sec['heldout_seeds'][-1]}. "
                   f"Regenerate: `{sec['command']}`.", "",
+                  *([seeds_line(sec["training"]), ""] if sec.get("training") else []),
                   *FAMILY_TABLE.markdown(sec["rows"]), ""]
     return "\n".join(lines)

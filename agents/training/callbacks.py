@@ -134,7 +134,8 @@ class TrainerCallbacks:
         planned = spec.done_env_steps if self.final_evaluation_only else t.planned_env_steps(spec.done_env_steps)
         self.progress = RunProgress(spec.done_env_steps, planned, bar=t.progress,
                                     every_s=spec.status_every_s, best_jct=self.best_mean_jct,
-                                    rival=None if baselines is None else validation_rival(baselines.means))
+                                    rival=None if baselines is None else validation_rival(baselines.means),
+                                    best_label="best" if others is None else "best.pt")
 
     # ------------------------------------------------------------------ counters / saving
     def env_step(self) -> int:
@@ -245,7 +246,7 @@ class TrainerCallbacks:
             best = "n/a" if best_jct is None else f"{best_jct:.3f}"
             at = "" if best_step is None else f" at step {best_step}"
             also = "" if point is None else f"; {point.summary()}"
-            self.progress.write(f"step {step}: eval mean JCT {jct}{trunc}{also} (best {best}{at})")
+            self.progress.write(f"step {step}: eval mean JCT {jct}{trunc}{also} ({self.progress.best_label} {best}{at})")
         return self.last_score
 
     def save_best_fn(self, algorithm: Algorithm) -> None:

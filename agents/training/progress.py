@@ -37,18 +37,20 @@ class RunProgress:
     ``start``: the env steps done before this process; ``total``: the run's planned env steps (None:
     not known); ``bar``: draw the tqdm bar; ``every_s``: seconds between plain lines
     (None: none; ignored with the bar); ``best_jct``: the run's best validation mean JCT so far (a
-    resumed run's); ``rival``: ``(name, validation mean JCT)`` or None.
+    resumed run's); ``rival``: ``(name, validation mean JCT)`` or None; ``best_label``: the word before the
+    best (``best.pt`` where the best is chosen on another score, ``train.also_validate_on``).
     """
 
     def __init__(self, start: int, total: int | None, bar: bool, every_s: float | None,
                  best_jct: float | None = None, rival: tuple[str, float] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, best_label: str = "best") -> None:
         self.position = int(start)
         self.total = total
         self.rival = rival
         self.every_s = None if bar else every_s
         self.last_jct: float | None = None
         self.best_jct = best_jct
+        self.best_label = best_label
         self.validating = False
         self._clock = clock
         self._lock = threading.Lock()
@@ -113,7 +115,7 @@ class RunProgress:
         """``validation mean JCT L (best B); rival NAME M`` (what is known so far); ``compact``: the
         bar's ``val JCT L (best B), NAME M``."""
         last = "n/a" if self.last_jct is None else f"{self.last_jct:.3f}"
-        best = "" if self.best_jct is None else f" (best {self.best_jct:.3f})"
+        best = "" if self.best_jct is None else f" ({self.best_label} {self.best_jct:.3f})"
         sep, what, rival = (", ", "val JCT", "") if compact else ("; ", "validation mean JCT", "rival ")
         text = f"{what} {last}{best}" + ("" if self.rival is None else f"{sep}{rival}{self.rival[0]} {self.rival[1]:.3f}")
         return text + (f"{sep}validating" if self.validating else "")
