@@ -8,9 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from agents.evaluation.family import acting_rule, family_scenarios, stored_family_seeds, targets_met
+from agents.evaluation.family import family_scenarios, stored_family_seeds, targets_met
 from agents.evaluation.results import file_sha256
-from agents.training.prepare import prepare_run
+from agents.training.prepare import acting_rule, prepare_run
 
 ROOT = Path(__file__).resolve().parent.parent
 _SPEC = importlib.util.spec_from_file_location("generalist_cli", ROOT / "benchmarks" / "generalist.py")

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import train as train_cli
+from envs.config import split_scenario_yaml
 from agents.evaluation.family_page import validated_also
 from agents.training.checkpoints import BEST, LAST, load_checkpoint
 from agents.training.config import options_beyond_the_paper
@@ -86,7 +87,8 @@ def test_a_run_validates_on_its_other_scenarios_and_keeps_the_best_relative_jct(
     assert counters["best_mean_jct"] == pytest.approx(own[best_step], rel=1e-5)
     assert load_checkpoint(spec.run_dir / LAST)["counters"]["best_score"] == counters["best_score"]
     out = capsys.readouterr().out
-    assert "validation baselines on sjf-2:" in out and "; relative JCT " in out and "(best.pt " in out
+    assert "validation baselines on sjf-2 (the policy acting by argmax, conflicts by bayes):" in out
+    assert "; relative JCT " in out and "(best.pt " in out
     saved = yaml.safe_load((spec.run_dir / "config.yaml").read_text())
     assert saved["train"]["also_validate_on"] == [two, four]
 
@@ -103,12 +105,59 @@ def test_the_other_scenarios_validation_replays_the_same_workloads_each_time(tmp
     assert points("a") == points("b")
 
 
+def test_each_other_scenario_is_validated_acting_as_its_own_recipe_acts(tmp_path):
+    """A scenario whose recipe resolves conflicts by `room` is validated so; the policy's own rule comes back."""
+    from agents.training.tianshou_glue.algorithm import TianshouJointPolicy
+    from agents.training.validation_set import OtherValidation
+
+    _, raw, _ = split_scenario_yaml("sjf-3")
+    raw.update(num_tasks=12, name="sjf-2r", num_clusters=2)
+    path = tmp_path / "sjf-2r.yaml"
+    path.write_text(yaml.safe_dump({**raw, "train": {"eval_conflicts": "room", "eval_action": "sample"}}))
+    spec = _spec(tmp_path, "train.run_name=rule", f"train.also_validate_on=[{path}]", steps=40)
+    spec.run_dir.mkdir(parents=True)
+    seen = []
+
+    class Policy:
+        deterministic_eval, argmax_allocation_eval, keep_busy_eval, eval_conflicts = True, False, False, None
+        acting_as = TianshouJointPolicy.acting_as
+
+        def reset_eval_generators(self):
+            pass
+
+    class Algorithm:
+        policy = Policy()
+
+    others = OtherValidation(spec, Algorithm(), {"optimus": 4.0})
+    assert others.rules == {"sjf-2r": ("sample", "room")}
+
+    class Collector:
+        def reset(self, reset_stats):
+            pass
+
+        def collect(self, n_episode):
+            p = Algorithm.policy
+            seen.append((p.deterministic_eval, p.keep_busy_eval, p.eval_conflicts))
+            return type("Stats", (), {"mean_jct": 5.0, "truncated_episodes": 0})()
+
+    others.collectors = {"sjf-2r": Collector()}
+    point = others.evaluate(type("Stats", (), {"mean_jct": 4.0, "truncated_episodes": 0})())
+    others.close()
+    assert seen == [(False, False, "room")], "sampled, conflicts by room, while its workloads replay"
+    p = Algorithm.policy
+    assert (p.deterministic_eval, p.keep_busy_eval, p.eval_conflicts) == (True, False, None), "the run's own rule back"
+    assert point.mean_jct == {"sjf-3": 4.0, "sjf-2r": 5.0}
+
+
 def test_the_family_recipe_validates_on_every_scenario_of_its_family(tmp_path):
     from agents.training.prepare import prepare_run
 
     spec = prepare_run("generalist-synthetic", [], flags={"logdir": str(tmp_path)})
     assert [s.name for s in spec.validation_others] == ["synthetic-3", "multi-3", "synthetic-6"]
     assert [s.mode for s in spec.validation_others] == ["single", "multi", "single"]
+    from agents.training.prepare import acting_rule
+
+    assert acting_rule("synthetic-6") == ("argmax", "room") and acting_rule("multi-3") == ("argmax", "bayes")
 
 
 def test_the_pages_name_the_other_validation_scenarios():

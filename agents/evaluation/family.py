@@ -5,7 +5,7 @@ A family recipe (``configs/generalist-synthetic.yaml``) trains one shared policy
 (``train.scenarios``; both modes with ``policy.observe_mode``) and validates on its ``base`` scenario.
 Its *family* is every shipped scenario that policy can act in (:func:`family_scenarios`: the same task
 types, pending slots and allocation grid; the same mode unless it observes the mode). On each, a seed
-acts as that scenario's own recipe acts outside training (:func:`acting_rule`: its ``train.eval_action``
+acts as that scenario's own recipe acts outside training (:func:`~agents.training.prepare.acting_rule`: its ``train.eval_action``
 and conflict rule), on that scenario's held-out workloads, so its numbers stand beside the scenario's
 own results page (``docs/results/<scenario>.json``): the recipe trained for that scenario alone, and
 the best non-oracle baseline, which runs again here on the same workloads for paired differences.
@@ -46,14 +46,6 @@ def family_scenarios(spec: Any) -> list[str]:
     return out
 
 
-def acting_rule(scenario: str) -> tuple[str, str]:
-    """How the scenario's own recipe acts outside training: ``(eval_action, conflict rule)``."""
-    from agents.training.prepare import prepare_run
-
-    spec = prepare_run(scenario)
-    return spec.train.eval_action, spec.train.eval_conflicts or spec.policy.conflicts
-
-
 def evaluation_scenario(scenario: str) -> Any:
     """The scenario's held-out evaluation config, as its own results page evaluates on it."""
     from agents.training.prepare import prepare_run
@@ -80,6 +72,7 @@ def evaluate_family_seed(recipe: str, seed: int, best: Path, scenarios: Sequence
     """The family seed file of one finished run: its ``best.pt`` on every scenario's held-out workloads,
     acting as that scenario's recipe does."""
     from agents.training.checkpoints import RESULT_FILE
+    from agents.training.prepare import acting_rule
 
     from .results import file_sha256
     from .runner import checkpoint_spec, run_evaluation

@@ -4,7 +4,7 @@ scenario of its family, beside that scenario's own checkpoint and its validation
 
 A checkpoint's family is every shipped scenario its policy can act in
 (:func:`~.family.family_scenarios`). On each target scenario every checkpoint acts as the target's own
-recipe acts outside training (:func:`~.family.acting_rule`), on the target recipe's validation
+recipe acts outside training (:func:`~agents.training.prepare.acting_rule`), on the target recipe's validation
 workloads (:func:`~.curves.recipe_validation`, the workloads its ``best.pt`` was chosen on), and the
 validation baselines (:data:`~agents.training.validation_baselines.VALIDATION_BASELINES`) run on the
 same workloads: the rival is the better of them, as the training run's curve names it. Validation
@@ -43,11 +43,11 @@ def transfer_sections(checkpoints: Path, workers: int = 1, progress: bool = Fals
     """One section per target scenario that some other shipped checkpoint can act in: each checkpoint
     whose family holds the target (its own first), with its mean JCT over the target's validation
     workloads and its paired difference to the target's validation rival."""
-    from agents.training.prepare import prepare_run
+    from agents.training.prepare import acting_rule, prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
 
     from .curves import recipe_validation
-    from .family import acting_rule, family_scenarios
+    from .family import family_scenarios
     from .results import validation_rival
     from .runner import checkpoint_spec, resolve_schedulers, run_evaluation
     from .summary import paired_from_means, per_seed_means

@@ -216,7 +216,7 @@ class TrainConfig(ConfigSection):
     logdir: str = "runs"  # parent directory of the run directories
     run_name: str | None = None  # None: <scenario>-<variant>-s<seed>-<timestamp>
     progress: bool = True  # a tqdm bar over the run's env steps (on a terminal; else a plain status line)
-    also_validate_on: tuple[str, ...] | None = None  # validate on these scenarios of the run's task family too (names or YAML paths; agents/training/validation_set.py): best.pt is then chosen on the mean over all validation scenarios of the validation mean JCT relative to each one's best validation baseline. None: the run's scenario alone
+    also_validate_on: tuple[str, ...] | None = None  # validate on these scenarios of the run's task family too (names or YAML paths; agents/training/validation_set.py), acting as each one's own recipe acts: best.pt is then chosen on the mean over all validation scenarios of the validation mean JCT relative to each one's best validation baseline. None: the run's scenario alone
     validation_baselines: bool = True  # run the validation baselines once at a run's start on its validation workloads (agents/training/validation_baselines.py): TensorBoard's baselines/* lines and the rival in the progress bar / status line (false: skip)
 
     # declared once (envs/config_section.py): built in layers (defaults, the YAML's train:

@@ -103,6 +103,13 @@ def other_validation_scenarios(scenario: ScenarioConfig, policy: PolicyConfig,
     return resolved
 
 
+def acting_rule(scenario: str) -> tuple[str, str]:
+    """How the scenario's own recipe (``configs/<name>.yaml`` or a YAML path) acts outside training:
+    ``(train.eval_action, conflict rule)``, the rule its ``train.eval_conflicts`` or else ``policy.conflicts`` names."""
+    spec = prepare_run(scenario)
+    return spec.train.eval_action, spec.train.eval_conflicts or spec.policy.conflicts
+
+
 def prepare_run(
     config: str | None,
     overrides: Sequence[str] = (),

@@ -4,8 +4,9 @@ A run validates on its own scenario: at every evaluation the trainer's test coll
 validation workloads ``train.eval_seed + j`` (``j < train.eval_episodes``) there, and ``best.pt`` holds
 the evaluation with the lowest mean JCT. With ``train.also_validate_on`` the same workloads of each
 named scenario (its validation variant, :func:`~agents.training.envs.evaluation_scenario`) are replayed
-right after, by the same policy acting the same way (``train.eval_action``, ``train.eval_conflicts``),
-and the score ``best.pt`` is chosen on becomes the *relative JCT*: the mean over every validation
+right after, the policy acting as that scenario's own recipe acts outside training
+(:func:`~agents.training.prepare.acting_rule`: its ``train.eval_action`` and conflict rule, as the family
+page evaluates it), and the score ``best.pt`` is chosen on becomes the *relative JCT*: the mean over every validation
 scenario (the run's own first) of the policy's validation mean JCT divided by that scenario's best
 validation baseline (:func:`~agents.training.validation_baselines.validation_rival`). A ratio, so no
 scenario's JCT scale outweighs another's; below 1 where the policy beats the rivals on average. A family
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .envs import evaluation_envs, evaluation_scenario
 from .logger import OTHER_VALIDATION_PREFIX
+from .prepare import acting_rule
 from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .validation_baselines import run_validation_baselines, validation_rival
@@ -100,14 +102,19 @@ class OtherValidation:
         self.rivals: dict[str, float | None] = {self.own: None if own_rival is None else own_rival[1]}
         self.envs: list[VectorEnv] = []
         self.collectors: dict[str, BatchCollector] = {}
+        #: each other scenario's acting rule outside training: (eval_action, conflicts) of its own recipe
+        self.rules: dict[str, tuple[str, str]] = {}
         try:
-            for scenario in spec.validation_others:
+            for name, scenario in zip(t.also_validate_on or (), spec.validation_others, strict=True):
+                self.rules[scenario.name] = acting_rule(name)
                 means = run_validation_baselines(spec.run_dir, evaluation_scenario(scenario, t), t, other=True)
                 rival = validation_rival(means)
                 self.rivals[scenario.name] = None if rival is None else rival[1]
                 if spec.eval_lines:
                     shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in means.items())
-                    print(f"validation baselines on {scenario.name}: {shown}", flush=True)
+                    action, conflicts = self.rules[scenario.name]
+                    print(f"validation baselines on {scenario.name} (the policy acting by {action}, conflicts by "
+                          f"{conflicts}): {shown}", flush=True)
                 envs = evaluation_envs(scenario, t)
                 self.envs.append(envs)
                 self.collectors[scenario.name] = evaluation_collector(algorithm, envs, self.episodes)
@@ -117,13 +124,14 @@ class OtherValidation:
 
     def evaluate(self, own: SchedulingCollectStats) -> ValidationPoint:
         """The point of one evaluation: ``own`` (the test collector's stats on the run's scenario), then each
-        other scenario's workloads replayed now, from the same evaluation generators' start."""
+        other scenario's workloads replayed now, acting by its rule, from the same evaluation generators' start."""
         jcts: dict[str, float | None] = {self.own: own.mean_jct}
         truncated = int(own.truncated_episodes or 0)
         for name, collector in self.collectors.items():
             self.algorithm.policy.reset_eval_generators()
             collector.reset(reset_stats=False)
-            stats = collector.collect(n_episode=self.episodes)
+            with self.algorithm.policy.acting_as(*self.rules[name]):
+                stats = collector.collect(n_episode=self.episodes)
             jcts[name] = stats.mean_jct
             truncated += int(stats.truncated_episodes or 0)
         return ValidationPoint(jcts, relative_jct(list(jcts.values()), [self.rivals[k] for k in jcts]), truncated)

@@ -23,10 +23,10 @@ lives in :mod:`agents.training.loss` (the loss), :mod:`agents.training.gae` (per
 from __future__ import annotations
 
 from collections import deque
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, make_dataclass, replace
 from functools import lru_cache
-from typing import Any, Mapping, Protocol, cast
+from typing import Any, Iterator, Mapping, Protocol, cast
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from tianshou.data.types import (
     RolloutBatchProtocol,
 )
 
+from agents.policy.modes import acting_flags
 from agents.policy.noise import episode_generator
 from agents.policy.observations import obs_to_torch
 from envs.workload import rng_streams
@@ -143,6 +144,19 @@ class TianshouJointPolicy(ProbabilisticActorPolicy):
     @property
     def net(self) -> nn.Module:
         return self.actor.net
+
+    @contextmanager
+    def acting_as(self, action: str, conflicts: str) -> Iterator[None]:
+        """Outside training steps, act by ``action`` (``train.eval_action``) with conflicts resolved by
+        ``conflicts`` until the block ends (another scenario's own rule, :mod:`~agents.training.validation_set`)."""
+        flags = acting_flags(action)
+        before = self.deterministic_eval, self.argmax_allocation_eval, self.keep_busy_eval, self.eval_conflicts
+        self.deterministic_eval, self.argmax_allocation_eval = flags.deterministic, flags.argmax_allocation
+        self.keep_busy_eval, self.eval_conflicts = flags.keep_busy, conflicts
+        try:
+            yield
+        finally:
+            self.deterministic_eval, self.argmax_allocation_eval, self.keep_busy_eval, self.eval_conflicts = before
 
     def reset_eval_generators(self) -> None:
         """Forget the evaluation episodes' generators: every evaluation replays each workload
