@@ -228,7 +228,7 @@ class TrainerCallbacks:
         if self.others is not None:
             point = self.others.evaluate(stats)
             self.last_score = point.score
-            for name, jct in list(point.mean_jct.items())[1:]:
+            for name, jct in point.others.items():
                 if jct is not None:
                     self.writer.add_scalar(other_tag(name), jct, step)
             if point.relative_jct is not None:

@@ -36,7 +36,7 @@ from .scenario_mix import ScenarioSchedule, TrainingMix
 from .stats import SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .tianshou_glue.trainer import ResumableOnPolicyTrainer
-from .validation_baselines import run_validation_baselines
+from .validation_baselines import figures_text, run_validation_baselines
 from .validation_set import OtherValidation, evaluation_collector
 from .vector_env import WorkerDied
 from .warmstart import log_warm_start, warm_start
@@ -272,7 +272,7 @@ def validation_baselines(spec: RunSpec) -> dict[str, float | None]:
         return {}
     means = run_validation_baselines(spec.run_dir, evaluation_scenario(spec.scenario, spec.train), spec.train)
     if spec.eval_lines:
-        shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in means.items())
+        shown = figures_text(means)
         print(f"validation baselines (mean JCT on the validation workloads): {shown}", flush=True)
     return means
 

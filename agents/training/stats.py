@@ -79,9 +79,13 @@ class SchedulingCollectStats(CollectStats):
             self.truncated_episodes = int(sum(e["truncated"] for e in eps))
 
 
+#: subtracted from the score of an evaluation with a truncated episode: it ranks below every finished one
+TRUNCATED_PENALTY = 1e9
+
+
 def evaluation_score(stats: SchedulingCollectStats) -> float:
     """Score maximised by best-model selection: ``-mean JCT``; truncated episodes rank last."""
     if stats.mean_jct is None:
         return -float("inf")
-    penalty = 1e9 if stats.truncated_episodes else 0.0
+    penalty = TRUNCATED_PENALTY if stats.truncated_episodes else 0.0
     return -float(stats.mean_jct) - penalty

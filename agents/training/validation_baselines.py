@@ -73,6 +73,11 @@ def finite_mean(values: Sequence[float | None]) -> float | None:
     return float(x.mean()) if x.size else None
 
 
+def figures_text(values: Mapping[str, float | None]) -> str:
+    """``name X, name Y`` (3 decimals, ``n/a`` for None): the figures the evaluation lines print."""
+    return ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in values.items())
+
+
 def run_baselines(scenario: ScenarioConfig, seeds: Sequence[int]) -> dict[str, float | None]:
     """Each validation baseline's mean over ``seeds`` of its per-workload mean JCT on ``scenario``."""
     functions = build_progress_functions(scenario)
@@ -119,13 +124,12 @@ def write_baselines(run_dir: Path, train: TrainConfig, means: Mapping[str, float
 
 
 def run_validation_baselines(run_dir: Path, scenario: ScenarioConfig, train: TrainConfig,
-                             other: bool = False) -> dict[str, float | None]:
+                             other: str | None = None) -> dict[str, float | None]:
     """The run's validation baselines: read from ``run_dir``, else computed on ``scenario`` (the
-    validation variant) and saved there; ``other``: ``scenario`` is one of ``train.also_validate_on``,
-    recorded in a file of its own (:func:`baselines_file`)."""
-    name = scenario.name if other else None
-    means = read_baselines(run_dir, train, name)
+    validation variant) and saved there; ``other``: the name of one of ``train.also_validate_on``, recorded
+    in a file of its own (:func:`baselines_file`)."""
+    means = read_baselines(run_dir, train, other)
     if means is None:
         means = run_baselines(scenario, validation_seeds(train))
-        write_baselines(run_dir, train, means, name)
+        write_baselines(run_dir, train, means, other)
     return means

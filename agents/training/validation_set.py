@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from .envs import evaluation_envs, evaluation_scenario
 from .logger import OTHER_VALIDATION_PREFIX
 from .prepare import acting_rule
-from .stats import SchedulingCollectStats
+from .stats import TRUNCATED_PENALTY, SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
-from .validation_baselines import run_validation_baselines, validation_rival
+from .validation_baselines import figures_text, run_validation_baselines, validation_rival
 
 if TYPE_CHECKING:
     from .envs import VectorEnv
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 EVAL_BUFFER_PER_ENV = 256
 #: TensorBoard tag of the score ``best.pt`` is chosen on with ``train.also_validate_on``
 RELATIVE_JCT_TAG = "test/relative_jct"  # described in agents.training.logger.TAG_DESCRIPTIONS
-#: the score of an evaluation with a truncated episode: below every finished one
-TRUNCATED_PENALTY = 1e9
 
 
 def other_tag(name: str) -> str:
@@ -81,11 +79,14 @@ class ValidationPoint:
             return -math.inf
         return -self.relative_jct - (TRUNCATED_PENALTY if self.truncated else 0.0)
 
+    @property
+    def others(self) -> dict[str, float | None]:
+        """The other validation scenarios' mean JCTs (:attr:`mean_jct` without the run's own, its first)."""
+        return dict(list(self.mean_jct.items())[1:])
+
     def summary(self) -> str:
         """``name X, ...; relative JCT R`` of the other scenarios (the run's own is printed before it)."""
-        others = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in list(self.mean_jct.items())[1:])
-        rel = "n/a" if self.relative_jct is None else f"{self.relative_jct:.3f}"
-        return f"{others}; relative JCT {rel}"
+        return f"{figures_text(self.others)}; {figures_text({'relative JCT': self.relative_jct})}"
 
 
 class OtherValidation:
@@ -107,14 +108,13 @@ class OtherValidation:
         try:
             for name, scenario in zip(t.also_validate_on or (), spec.validation_others, strict=True):
                 self.rules[scenario.name] = acting_rule(name)
-                means = run_validation_baselines(spec.run_dir, evaluation_scenario(scenario, t), t, other=True)
+                means = run_validation_baselines(spec.run_dir, evaluation_scenario(scenario, t), t, scenario.name)
                 rival = validation_rival(means)
                 self.rivals[scenario.name] = None if rival is None else rival[1]
                 if spec.eval_lines:
-                    shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in means.items())
                     action, conflicts = self.rules[scenario.name]
                     print(f"validation baselines on {scenario.name} (the policy acting by {action}, conflicts by "
-                          f"{conflicts}): {shown}", flush=True)
+                          f"{conflicts}): {figures_text(means)}", flush=True)
                 envs = evaluation_envs(scenario, t)
                 self.envs.append(envs)
                 self.collectors[scenario.name] = evaluation_collector(algorithm, envs, self.episodes)
