@@ -18,7 +18,9 @@ recipe's validation workloads and stored in ``<out>/seeds/<page>/<NAME>-s<seed>.
 can be written over more seeds or candidates with the run directories gone (a stored run of another
 recipe is refused; ``--restart`` deletes the page's stored runs). Then optimus (preemptive and not;
 the better of them is the rival whose mean the env steps to beat count to) runs on the same workloads,
-and ``<out>/<page>.md``, ``.csv``, ``.json`` and ``.png`` are written (:mod:`agents.evaluation.tuning`,
+a family recipe's (``train.also_validate_on``) on each other scenario's too, where each run's
+``best.pt`` is scored as well and the page pairs the seeds' relative JCT (the score ``best.pt`` is
+chosen on) with the recipe's; and ``<out>/<page>.md``, ``.csv``, ``.json`` and ``.png`` are written (:mod:`agents.evaluation.tuning`,
 :mod:`agents.evaluation.tuning_page`). Held-out workloads are never run: they only report, in
 ``benchmarks/reproduce.py``. Exit codes: 0 done, 2 bad input, 1 a training run failed.
 """
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from agents.evaluation.ablations import RECIPE, plot_variants
-    from agents.evaluation.curves import baseline_means, baseline_specs, recipe_validation
+    from agents.evaluation.curves import baseline_means, baseline_specs, recipe_other_validations, recipe_validation
     from agents.evaluation.results import steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers
     from agents.evaluation.seed_runs import (
@@ -86,11 +88,12 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_store import check_recipe, read_seed, stored_curve, write_seed
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, VALIDATION_KEYS, page_stem, parse_candidate, probe_overrides, run_dir, sets_probe_key, summarise,
+        PROBE_KEY, VALIDATION_KEYS, OtherScenario, page_stem, parse_candidate, probe_overrides, relate, run_dir,
+        sets_probe_key, summarise,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
     from agents.evaluation.tuning_store import run_path, same_workloads, score_run, stored_row
-    from agents.training.prepare import prepare_run
+    from agents.training.prepare import acting_rule, prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             cspec = prepare_run(args.config, [*c.overrides, *probe])
         except ConfigError as exc:
             raise ConfigError(f"--candidate {c.name}: {exc}") from None
-        changed = [k for k in VALIDATION_KEYS if getattr(cspec.train, k) != getattr(spec.train, k)]
+        changed = [k for k in (*VALIDATION_KEYS, "also_validate_on") if getattr(cspec.train, k) != getattr(spec.train, k)]
         if changed:
             raise ConfigError(f"--candidate {c.name} changes train.{changed[0]}: the validation workloads must be the "
                               "recipe's, so that every seed is compared on the same workloads")
@@ -141,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
     # each run scored on the validation workloads, and stored, as soon as its training has finished
     validation = recipe_validation(spec)  # the recipe's workloads (every candidate shares them)
     vseeds = validation.seeds
+    # a family recipe's other validation scenarios, each acting as its own recipe acts (rivals filled in below)
+    also = recipe_other_validations(spec)
+    others = [OtherScenario(s.name, *acting_rule(entry)) for entry, s in zip(spec.train.also_validate_on or (),
+                                                                              spec.validation_others, strict=True)]
     workers = args.workers or default_workers()
     stored = {}
     for key, job in jobs.items():
@@ -148,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if path.is_file():
             doc = read_seed(path)
             check_recipe(path, doc, resolve_recipe(job))
-            if same_workloads(doc, vseeds):
+            if same_workloads(doc, vseeds, list(also)):
                 stored[key] = doc
                 print(f"{job.label}: finished run stored in {path}; not trained or scored again", flush=True)
     by_label = {job.label: key for key, job in jobs.items()}
@@ -156,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     def score(job: SeedRun) -> None:
         key = by_label[job.label]
         print(f"{job.label}: scoring its best.pt and last.pt on {len(vseeds)} validation workloads", flush=True)
-        doc = score_run(validation, key[0], key[1], job.run_dir, recipe_fingerprint(resolve_recipe(job)), workers)
+        doc = score_run(validation, key[0], key[1], job.run_dir, recipe_fingerprint(resolve_recipe(job)), workers,
+                        others=[(o, also[o.name]) for o in others])
         stored[key] = doc
         print(f"{job.label}: wrote {write_seed(run_path(out, stem, *key), doc)}", flush=True)
 
@@ -171,6 +179,12 @@ def run(args: argparse.Namespace) -> int:
     baselines = {b.name: means[b.name] for b in specs}
     rival = validation_rival(baselines)  # the best validation baseline
     rival_name, rival_mean = rival if rival else (None, None)
+    for i, other in enumerate(others):
+        print(f"evaluating {len(specs)} baselines on {other.name}'s validation workloads", flush=True)
+        other_means, _ = baseline_means(also[other.name], baseline_specs(VALIDATION_BASELINES, also[other.name]),
+                                        workers=workers)
+        other_rival = validation_rival(other_means) or (None, None)
+        others[i] = OtherScenario(other.name, other.action, other.conflicts, *other_rival)
     rows, curves = [], {}
     for n, _ in everyone:
         curves[n] = []
@@ -184,15 +198,17 @@ def run(args: argparse.Namespace) -> int:
             row.steps_to_beat_rival = steps_to_beat(curve.points, rival_mean)
             curves[n].append(curve.points)
             rows.append(row)
+    if others:
+        relate(rows, rival_mean, others)
     summaries = summarise(rows, candidates, trains_on)
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
     page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows,
-                    probe=args.probe, recipe_steps=recipe_steps)
+                    probe=args.probe, recipe_steps=recipe_steps, others=others)
     (out / f"{stem}.md").write_text(page)
     write_csv(out / f"{stem}.csv", rows, rival_name)
     write_json(out / f"{stem}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,
-                                              rival_name, summaries, rows, probe=args.probe))
+                                              rival_name, summaries, rows, probe=args.probe, others=others))
     title = "Recipe tuning" if args.probe is None else f"Recipe tuning, probe of {args.probe:,} env steps"
     plot_variants(out / f"{stem}.png", scenario, curves, baselines, title=title)
     for suffix in ("md", "csv", "json", "png"):

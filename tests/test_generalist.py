@@ -3,6 +3,7 @@ end-to-end run of ``benchmarks/generalist.py`` (train, evaluate on every scenari
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -39,6 +40,16 @@ def test_the_family_of_a_recipe_is_every_scenario_its_policy_can_act_in():
     # a policy that does not see the mode acts only in its own mode's scenarios of the task family
     assert family_scenarios(prepare_run("multi-3")) == ["hetero-6", "multi-3"]
     assert family_scenarios(prepare_run("testbed-6")) == ["testbed-3", "testbed-6"]
+    assert family_scenarios(prepare_run("generalist-testbed")) == ["testbed-3", "testbed-6"]
+
+
+def test_the_test_bed_family_recipe_trains_as_testbed_6_and_chooses_on_both_scenarios():
+    """``generalist-testbed`` is testbed-6's recipe with ``best.pt`` chosen on testbed-3 too: nothing
+    else may drift apart between the two files."""
+    family, own = prepare_run("generalist-testbed"), prepare_run("testbed-6")
+    assert family.train.also_validate_on == ("testbed-3",)
+    assert dataclasses.replace(family.train, also_validate_on=None) == own.train
+    assert family.policy == own.policy
 
 
 def test_each_scenario_is_acted_in_as_its_own_recipe_acts():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_recipes import TINY_RECIPE  # tests/ is on sys.path (pytest rootdir insertion)
+from test_recipes import TINY_RECIPE, TINY_SCENARIO  # tests/ is on sys.path (pytest rootdir insertion)
 
 from agents.evaluation.results import report_seeds
 from agents.evaluation.ablations import RECIPE
@@ -343,3 +343,57 @@ def test_stored_runs_write_the_page_again_without_their_run_directories(tmp_path
     restarted = _tune("--candidate", "lr:train.lr=2e-3", "--restart", *common)
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     assert (tmp_path / "tuning" / "tiny-3" / "probe-64" / "lr" / "s0" / "best.pt").is_file()
+
+
+def test_a_candidate_may_not_change_where_a_family_recipe_validates(tmp_path):
+    proc = _tune("--config", "generalist-synthetic", "--candidate", "v:train.also_validate_on=[synthetic-3]",
+                 "--runs", str(tmp_path / "t"), "--recipe-runs", str(tmp_path / "r"), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--candidate v changes train.also_validate_on" in proc.stderr and "Traceback" not in proc.stderr
+    assert not any((tmp_path / d).exists() for d in ("t", "r", "o"))
+
+
+def test_a_family_recipe_is_tuned_on_the_relative_jct_of_every_validation_scenario(tmp_path):
+    """Each run's ``best.pt`` is scored on the other validation scenario too, acting by that scenario's rule,
+    and each seed's relative JCT (over both scenarios' rivals) is paired with the recipe's same seed."""
+    from agents.training.validation_set import relative_jct
+
+    two = tmp_path / "tiny-2.yaml"
+    two.write_text(TINY_SCENARIO.replace("num_clusters: 3", "num_clusters: 2")
+                   + "train: {eval_conflicts: room}\n")
+    recipe = tmp_path / "tiny-3.yaml"
+    recipe.write_text(TINY_RECIPE.replace("pointer_ffn: 16}", "pointer_ffn: 16, shared_actors: true}")
+                      .replace("vector: dummy}", f"vector: dummy, also_validate_on: ['{two}']}}"))
+    common = ["--config", str(recipe), "--seeds", "2", "--probe", "64", "--runs", str(tmp_path / "tuning"),
+              "--recipe-runs", str(tmp_path / "reproduce"), "--out", str(tmp_path / "out"), "--workers", "1",
+              "--device", "cpu", "--threads", "1"]
+    proc = _tune("--candidate", "lr:train.lr=1e-3", *common)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((tmp_path / "out" / "tiny-3-probe-64.json").read_text())
+    (other,) = doc["also_validated_on"]
+    assert other["name"] == "tiny-2" and (other["action"], other["conflicts"]) == ("argmax", "room")
+    assert other["rival"] in ("optimus", "optimus:preemptive=false") and other["rival_mean"] > 0
+    own_rival = doc["baselines"][doc["validation_rival"]]
+    rows = {(r["candidate"], r["seed"]): r for r in doc["rows"]}
+    assert len(rows) == 4
+    for (name, seed), r in rows.items():
+        assert r["validation_also"]["tiny-2"] > 0
+        assert r["relative_best"] == pytest.approx(
+            relative_jct([r["validation_best"], r["validation_also"]["tiny-2"]], [own_rival, other["rival_mean"]]))
+        if name != RECIPE:
+            assert r["relative_diff_vs_recipe"] == pytest.approx(r["relative_best"] - rows[RECIPE, seed]["relative_best"])
+    lr = next(s for s in doc["summaries"] if s["candidate"] == "lr")
+    assert lr["relative_mean"] == pytest.approx(np.mean([rows["lr", s]["relative_best"] for s in (0, 1)]))
+    assert lr["also_means"]["tiny-2"] == pytest.approx(np.mean([rows["lr", s]["validation_also"]["tiny-2"] for s in (0, 1)]))
+    md = (tmp_path / "out" / "tiny-3-probe-64.md").read_text()
+    assert "**Every validation scenario.**" in md and "| candidate | tiny-3 | tiny-2 | relative JCT, mean ± sd |" in md
+    assert "tiny-2: acting by argmax, conflicts by room" in md
+    # a stored run scored before the recipe validated elsewhere is scored again, not read as it is
+    stored = tmp_path / "out" / "seeds" / "tiny-3-probe-64" / "lr-s0.json"
+    old = json.loads(stored.read_text())
+    del old["row"]["validation_also"]
+    stored.write_text(json.dumps(old))
+    again = _tune("--candidate", "lr:train.lr=1e-3", *common)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("not trained or scored again") == 3
+    assert "tiny-2" in json.loads(stored.read_text())["row"]["validation_also"]

@@ -22,6 +22,12 @@ stalls says the policy does not carry to the target. And where the run ended: it
 on the same validation workloads, with the CPUs, GPUs, wait and run of each task type's tasks
 (:func:`end_split`), so a policy that drifted into, say, the smallest allocation shows it.
 
+A family recipe (``train.also_validate_on``) chooses its ``best.pt`` on every scenario it validates on:
+each run's ``best.pt`` is then also scored on each other scenario's validation workloads, acting as that
+scenario's own recipe acts (:class:`OtherScenario`), and each seed's *relative JCT* (the score its run
+chose ``best.pt`` on, :func:`~agents.training.validation_set.relative_jct`) is paired with the recipe's
+same seed (:func:`relate`): a change to a family recipe is judged on the score it is trained for.
+
 A *probe* (``tune.py --probe STEPS``) screens changes at a short budget: every run, the recipe's
 included, trains ``STEPS`` env steps (:func:`probe_overrides`) in its own directory
 (:func:`run_dir`), and the pages are ``<scenario>-probe-<STEPS>.*`` (:func:`page_stem`), so a probe
@@ -136,6 +142,11 @@ class TuningRow:
     training_lost_claims_last: float | None = None
     last_mean_jct: float | None = None  # last.pt (the run's final weights) on the same validation workloads
     last_split: list[dict] = field(default_factory=list)  # its tasks per type (:func:`end_split`)
+    # a family recipe (train.also_validate_on): best.pt on each other scenario's validation workloads, and
+    # the relative JCT over all of them with its difference from the recipe's same seed (set by :func:`relate`)
+    validation_also: dict[str, float | None] = field(default_factory=dict)
+    relative_best: float | None = None
+    relative_diff_vs_recipe: float | None = None
 
 
 @dataclass
@@ -156,6 +167,40 @@ class TuningSummary:
     signals: dict[str, float | None] = field(default_factory=dict)  # each signal field's mean over seeds
     last_mean: float | None = None  # last.pt's validation mean JCT, mean over seeds
     last_split: list[dict] = field(default_factory=list)  # each task type's end_split fields, mean over seeds
+    # a family recipe: best.pt's mean over seeds on each other scenario, and the relative JCT as ``mean`` .. ``seeds_better``
+    also_means: dict[str, float | None] = field(default_factory=dict)
+    relative_mean: float | None = None
+    relative_sd: float | None = None
+    relative_diff_mean: float | None = None
+    relative_diff_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    relative_seeds_better: int = 0
+
+
+@dataclass(frozen=True)
+class OtherScenario:
+    """Another validation scenario of a family recipe (``train.also_validate_on``): how the policy acts
+    there (its own recipe's rule, :func:`~agents.training.prepare.acting_rule`) and its validation rival."""
+
+    name: str
+    action: str
+    conflicts: str
+    rival: str | None = None
+    rival_mean: float | None = None
+
+
+def relate(rows: Sequence[TuningRow], own_rival: float | None, others: Sequence[OtherScenario]) -> None:
+    """Set each row's relative JCT over its own scenario and ``others`` (each JCT over that scenario's
+    rival mean; ``own_rival``: the recipe's scenario's) and its difference from the recipe's same seed."""
+    from agents.training.validation_set import relative_jct
+
+    rivals = [own_rival, *(o.rival_mean for o in others)]
+    for r in rows:
+        r.relative_best = relative_jct([r.validation_best, *(r.validation_also.get(o.name) for o in others)], rivals)
+    recipe = {r.seed: r.relative_best for r in rows if r.candidate == RECIPE}
+    for r in rows:
+        base = recipe.get(r.seed)
+        if r.candidate != RECIPE and r.relative_best is not None and base is not None:
+            r.relative_diff_vs_recipe = r.relative_best - base
 
 
 #: a run's training side beside its validation: (the :class:`TuningRow` field stem, its TensorBoard tag)
@@ -200,6 +245,9 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
         diffs = [r.diff_vs_recipe for r in mine if r.diff_vs_recipe is not None]
         walls = [r.wall_s for r in mine if math.isfinite(r.wall_s)]
         lo, hi = t_interval(diffs)
+        relative = [r.relative_best for r in mine if r.relative_best is not None]
+        relative_diffs = [r.relative_diff_vs_recipe for r in mine if r.relative_diff_vs_recipe is not None]
+        names = list(dict.fromkeys(name for r in mine for name in r.validation_also))
         out.append(TuningSummary(
             candidate=c.name, overrides=list(c.overrides), seeds=len(mine),
             mean=float(np.mean(values)) if values else None,
@@ -210,7 +258,12 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
             wall_s=float(np.mean(walls)) if walls else None,
             trains_on=list((trains_on or {}).get(c.name, ())),
             signals={f: finite_mean([getattr(r, f) for r in mine]) for f in signal_fields()},
-            last_mean=finite_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine])))
+            last_mean=finite_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine]),
+            also_means={n: finite_mean([r.validation_also.get(n) for r in mine]) for n in names},
+            relative_mean=float(np.mean(relative)) if relative else None,
+            relative_sd=float(np.std(relative, ddof=1)) if len(relative) > 1 else None,
+            relative_diff_mean=float(np.mean(relative_diffs)) if relative_diffs else None,
+            relative_diff_ci95=list(t_interval(relative_diffs)), relative_seeds_better=sum(d < 0 for d in relative_diffs)))
     return out
 
 

@@ -3,8 +3,9 @@ rows and summaries of :mod:`.tuning` (``<stem>``: :func:`~.tuning.page_stem`).
 
 * ``.csv`` -- one row per (candidate, seed), the keyed columns of :data:`ROW_TABLE`;
 * ``.json`` -- :func:`document`: the command, the baselines, the rival, every summary and row whole;
-* ``.md`` -- :func:`markdown`: one row per candidate (:data:`SUMMARY_TABLE`), then one per seed, then
-  each candidate's training signals (:data:`SIGNAL_TABLE`) and where its runs ended (:func:`end_table`).
+* ``.md`` -- :func:`markdown`: one row per candidate (:data:`SUMMARY_TABLE`), a family recipe's every
+  validation scenario and relative JCT (:func:`family_table`), then one row per seed, then each
+  candidate's training signals (:data:`SIGNAL_TABLE`) and where its runs ended (:func:`end_table`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from .ablations import RECIPE
 from .columns import Column, Table
 from .formatting import MISSING, code_list, duration, fmt, interval, mean_sd, percent, steps_list
-from .tuning import PROBE_KEY, SIGNAL_SHARE, TuningRow, TuningSummary, page_stem, signal_fields
+from .tuning import PROBE_KEY, SIGNAL_SHARE, OtherScenario, TuningRow, TuningSummary, page_stem, signal_fields
 
 #: decimals of the validation mean JCTs and their differences on the page
 DIGITS = 3
@@ -25,7 +26,8 @@ DIGITS = 3
 #: one row per (candidate, seed) (:class:`~.tuning.TuningRow`); the validation rival comes from the context
 ROW_TABLE = Table(*(Column(key) for key in (
     "scenario", "candidate", "seed", "env_steps", "wall_s", "device", "best_env_step", "logged_best", "validation_best",
-    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival", *signal_fields(), "last_mean_jct")))
+    "diff_vs_recipe", "validation_rival", "steps_to_beat_rival", *signal_fields(), "last_mean_jct", "relative_best",
+    "relative_diff_vs_recipe")))
 
 #: one row per candidate over its seeds (:class:`~.tuning.TuningSummary`), the recipe first; ``{rival}`` in
 #: a header is the page's validation rival
@@ -41,6 +43,37 @@ SUMMARY_TABLE = Table(
     Column(None, "env steps to beat {rival}", get=lambda s: s.steps_to_beat_rival, text=steps_list),
     Column(None, "wall time per seed", get=lambda s: s.wall_s, text=duration),
 )
+
+
+def family_table(scenario: str, others: Sequence[OtherScenario]) -> Table:
+    """A family recipe's candidates on every validation scenario: ``best.pt``'s mean JCT on each (mean
+    over seeds), then the relative JCT over them as :data:`SUMMARY_TABLE` gives the recipe's own score."""
+    return Table(
+        Column(None, "candidate", get=lambda s: s.candidate, text=str),
+        Column(None, scenario, get=lambda s: s.mean, text=lambda v: fmt(v, DIGITS)),
+        *(Column(None, o.name, get=lambda s, n=o.name: s.also_means.get(n), text=lambda v: fmt(v, DIGITS)) for o in others),
+        Column(None, "relative JCT, mean ± sd", get=lambda s: mean_sd(s.relative_mean, s.relative_sd, DIGITS), text=str),
+        Column(None, "Δ vs recipe", text=str, get=lambda s: MISSING if s.candidate == RECIPE else
+               interval(s.relative_diff_mean, *s.relative_diff_ci95, digits=DIGITS)),
+        Column(None, "seeds better", text=str,
+               get=lambda s: MISSING if s.candidate == RECIPE else f"{s.relative_seeds_better}/{s.seeds}"),
+    )
+
+
+def family_text(scenario: str, rival: str | None, rival_mean: float | None, others: Sequence[OtherScenario]) -> str:
+    """The sentence before :func:`family_table`."""
+    def named(name: str | None, mean: float | None) -> str:
+        return "no rival" if name is None else f"{name} {fmt(mean, DIGITS)}"
+
+    rules = "; ".join(f"{o.name}: acting by {o.action}, conflicts by {o.conflicts}, rival {named(o.rival, o.rival_mean)}"
+                      for o in others)
+    return (f"**Every validation scenario.** This recipe chooses `best.pt` on the relative JCT "
+            f"(`train.also_validate_on`): the mean over {scenario} and the other scenarios of its validation mean JCT "
+            f"divided by that scenario's rival (below 1: better than the rivals on average). Each seed's `best.pt` is "
+            f"scored on each one's validation workloads (the same seeds, its validation variant), acting as that "
+            f"scenario's own recipe acts ({scenario}: rival {named(rival, rival_mean)}; {rules}). Δ: the candidate's "
+            "seed minus the recipe's same seed, with its 95% t-interval over seeds. This is the score a change to a "
+            "family recipe is chosen on.")
 
 
 def first_last(summary: TuningSummary, stem: str, text=fmt) -> str:
@@ -115,10 +148,12 @@ def probe_text(probe: int, recipe_steps: int | None) -> str:
 
 def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
              baselines: Mapping[str, float | None], rival: str | None, summaries: Sequence[TuningSummary],
-             rows: Sequence[TuningRow], probe: int | None = None, recipe_steps: int | None = None) -> str:
+             rows: Sequence[TuningRow], probe: int | None = None, recipe_steps: int | None = None,
+             others: Sequence[OtherScenario] = ()) -> str:
     """``<stem>.md``: one row per candidate over seeds, then one per seed, and the curves. ``rival``:
     the baseline of ``baselines`` the env steps to beat count to (the validation rival); ``probe``: the
-    probe's env steps (``recipe_steps``: the recipe's own budget), None for full-budget runs."""
+    probe's env steps (``recipe_steps``: the recipe's own budget), None for full-budget runs; ``others``:
+    a family recipe's other validation scenarios."""
     seeds = sorted({r.seed for r in rows})
     stem = page_stem(scenario, probe)
     budget = "" if probe is None else f", a probe of {probe:,} env steps"
@@ -141,6 +176,9 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
         "",
         *SUMMARY_TABLE.markdown(summaries, {"rival": rival or "rival"}),
     ]
+    if others:
+        lines += ["", family_text(scenario, rival, baselines.get(rival) if rival else None, others), "",
+                  *family_table(scenario, others).markdown(summaries)]
     lines += ["", "Per seed (validation best of `best.pt`, scored now; in brackets, the run's own logged best):", "",
               *seed_table([s.candidate for s in summaries], rows).markdown(seeds)]
     lines += ["", signal_text(), "", *SIGNAL_TABLE.markdown(summaries)]
@@ -158,8 +196,10 @@ def write_csv(path: Path, rows: Sequence[TuningRow], rival: str | None) -> Path:
 
 def document(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
              baselines: Mapping[str, float | None], rival: str | None, summaries: Sequence[TuningSummary],
-             rows: Sequence[TuningRow], probe: int | None = None) -> dict[str, Any]:
-    """The JSON form of the page (``probe``: the probe's env steps, null for full-budget runs)."""
+             rows: Sequence[TuningRow], probe: int | None = None, others: Sequence[OtherScenario] = ()) -> dict[str, Any]:
+    """The JSON form of the page (``probe``: the probe's env steps, null for full-budget runs; ``others``: a
+    family recipe's other validation scenarios, with their acting rules and rivals)."""
     return {"command": command, "scenario": scenario, "probe": probe, "validation_seeds": list(validation_seeds),
             "eval_scenario": eval_scenario, "baselines": dict(baselines), "validation_rival": rival,
+            "also_validated_on": [asdict(o) for o in others],
             "summaries": [asdict(s) for s in summaries], "rows": [asdict(r) for r in rows]}

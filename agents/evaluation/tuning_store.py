@@ -11,8 +11,9 @@ A file holds:
 * ``validation_seeds``: the workloads it was scored on;
 * ``validation_curve``: the run's own validation points ``[env_step, mean_jct]``;
 * ``row``: the :class:`~.tuning.TuningRow` fields that depend on the run alone (its ``best.pt`` and
-  ``last.pt`` scored, its training signals); the difference from the recipe's seed and the env steps
-  to beat the rival are the page's, from the rows and baselines it has.
+  ``last.pt`` scored, its training signals; a family recipe's ``best.pt`` on each other validation
+  scenario too); the difference from the recipe's seed, the relative JCT and the env steps to beat the
+  rival are the page's, from the rows and baselines it has.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .curves import Validation, read_curve, read_scalars, run_means, validation_
 from .diagnosis import time_split
 from .runner import checkpoint_spec
 from .seed_store import SEED_FORMAT, SEEDS_DIR
-from .tuning import TRAINING_SIGNALS, TuningRow, end_split, training_signals
+from .tuning import TRAINING_SIGNALS, OtherScenario, TuningRow, end_split, training_signals
 
 def run_path(out: Path, stem: str, candidate: str, seed: int) -> Path:
     """The file of one (candidate, seed) run of a tuning page: ``<out>/seeds/<stem>/<candidate>-s<seed>.json``."""
@@ -33,15 +34,20 @@ def run_path(out: Path, stem: str, candidate: str, seed: int) -> Path:
 
 
 def score_run(validation: Validation, candidate: str, seed: int, run_dir: Path, recipe: Mapping[str, Any],
-              workers: int = 1) -> dict[str, Any]:
+              workers: int = 1, others: Sequence[tuple[OtherScenario, Validation]] = ()) -> dict[str, Any]:
     """One finished run scored on ``validation``: its ``best.pt`` (chosen on these workloads) and its
-    ``last.pt`` (where it ended) in one pass, its validation curve and training signals; the run file's
-    document (``recipe``: its fingerprint)."""
+    ``last.pt`` (where it ended) in one pass, its validation curve and training signals; ``others``: a
+    family recipe's other validation scenarios, where ``best.pt`` is scored too, acting by each one's
+    rule. The run file's document (``recipe``: its fingerprint)."""
     from agents.training.checkpoints import BEST, LAST, RESULT_FILE
 
     specs = [checkpoint_spec(name, run_dir / name, validation.scenario) for name in (BEST, LAST)]
     scored = validation_run(validation, specs, workers=workers)
     means, _ = run_means(scored)
+    also = {}
+    for other, where in others:
+        spec = checkpoint_spec(BEST, run_dir / BEST, where.scenario, action=other.action, conflicts=other.conflicts)
+        also[other.name] = run_means(validation_run(where, [spec], workers=workers))[0][BEST]
     training = json.loads((run_dir / RESULT_FILE).read_text())
     curve = read_curve(run_dir)
     types = [t.name for t in validation.scenario.task_types]
@@ -52,6 +58,7 @@ def score_run(validation: Validation, candidate: str, seed: int, run_dir: Path, 
         **training_signals(read_scalars(run_dir, [tag for _, tag in TRAINING_SIGNALS])),
         "last_mean_jct": means[LAST],
         "last_split": end_split(time_split(scored.results[LAST], types, preemptive=False)["rows"]),
+        "validation_also": also,
     }
     return {"format": SEED_FORMAT, "candidate": candidate, "seed": seed, "run_dir": str(run_dir),
             "recipe": dict(recipe), "validation_seeds": list(validation.seeds),
@@ -64,6 +71,7 @@ def stored_row(doc: Mapping[str, Any], scenario: str) -> TuningRow:
                      steps_to_beat_rival=None, **doc["row"])
 
 
-def same_workloads(doc: Mapping[str, Any], seeds: Sequence[int]) -> bool:
-    """Whether a run file was scored on the workloads ``seeds``."""
-    return list(doc.get("validation_seeds") or []) == list(seeds)
+def same_workloads(doc: Mapping[str, Any], seeds: Sequence[int], others: Sequence[str] = ()) -> bool:
+    """Whether a run file was scored on the workloads ``seeds``, on each of the ``others`` scenarios too."""
+    also = (doc.get("row") or {}).get("validation_also") or {}
+    return list(doc.get("validation_seeds") or []) == list(seeds) and all(name in also for name in others)
