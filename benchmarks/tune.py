@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from agents.evaluation.ablations import RECIPE, plot_variants
-    from agents.evaluation.curves import baseline_means, baseline_specs, recipe_other_validations, recipe_validation
+    from agents.evaluation.curves import baseline_means, baseline_specs, recipe_validation
     from agents.evaluation.results import steps_to_beat, validation_rival
     from agents.evaluation.runner import default_workers
     from agents.evaluation.seed_runs import (
@@ -88,12 +88,14 @@ def run(args: argparse.Namespace) -> int:
     from agents.evaluation.seed_store import check_recipe, read_seed, stored_curve, write_seed
     from agents.json_files import write_json
     from agents.evaluation.tuning import (
-        PROBE_KEY, VALIDATION_KEYS, OtherScenario, page_stem, parse_candidate, probe_overrides, relate, run_dir,
-        sets_probe_key, summarise,
+        PROBE_KEY, VALIDATION_KEYS, page_stem, parse_candidate, probe_overrides, relate, run_dir, sets_probe_key,
+        summarise,
     )
     from agents.evaluation.tuning_page import document, markdown, write_csv
-    from agents.evaluation.tuning_store import run_path, same_workloads, score_run, stored_row
-    from agents.training.prepare import acting_rule, prepare_run
+    from agents.evaluation.tuning_store import (
+        other_scenarios, run_path, same_workloads, score_run, stored_row, with_rivals,
+    )
+    from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
     from envs.config import ConfigError
 
@@ -144,10 +146,7 @@ def run(args: argparse.Namespace) -> int:
     # each run scored on the validation workloads, and stored, as soon as its training has finished
     validation = recipe_validation(spec)  # the recipe's workloads (every candidate shares them)
     vseeds = validation.seeds
-    # a family recipe's other validation scenarios, each acting as its own recipe acts (rivals filled in below)
-    also = recipe_other_validations(spec)
-    others = [OtherScenario(s.name, *acting_rule(entry)) for entry, s in zip(spec.train.also_validate_on or (),
-                                                                              spec.validation_others, strict=True)]
+    family = other_scenarios(spec)  # a family recipe's other validation scenarios (none for a scenario's recipe)
     workers = args.workers or default_workers()
     stored = {}
     for key, job in jobs.items():
@@ -155,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         if path.is_file():
             doc = read_seed(path)
             check_recipe(path, doc, resolve_recipe(job))
-            if same_workloads(doc, vseeds, list(also)):
+            if same_workloads(doc, vseeds, [o.name for o, _ in family]):
                 stored[key] = doc
                 print(f"{job.label}: finished run stored in {path}; not trained or scored again", flush=True)
     by_label = {job.label: key for key, job in jobs.items()}
@@ -164,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         key = by_label[job.label]
         print(f"{job.label}: scoring its best.pt and last.pt on {len(vseeds)} validation workloads", flush=True)
         doc = score_run(validation, key[0], key[1], job.run_dir, recipe_fingerprint(resolve_recipe(job)), workers,
-                        others=[(o, also[o.name]) for o in others])
+                        others=family)
         stored[key] = doc
         print(f"{job.label}: wrote {write_seed(run_path(out, stem, *key), doc)}", flush=True)
 
@@ -179,12 +178,7 @@ def run(args: argparse.Namespace) -> int:
     baselines = {b.name: means[b.name] for b in specs}
     rival = validation_rival(baselines)  # the best validation baseline
     rival_name, rival_mean = rival if rival else (None, None)
-    for i, other in enumerate(others):
-        print(f"evaluating {len(specs)} baselines on {other.name}'s validation workloads", flush=True)
-        other_means, _ = baseline_means(also[other.name], baseline_specs(VALIDATION_BASELINES, also[other.name]),
-                                        workers=workers)
-        other_rival = validation_rival(other_means) or (None, None)
-        others[i] = OtherScenario(other.name, other.action, other.conflicts, *other_rival)
+    others = with_rivals(family, workers)
     rows, curves = [], {}
     for n, _ in everyone:
         curves[n] = []

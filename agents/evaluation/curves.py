@@ -93,16 +93,6 @@ def recipe_validation(spec: Any) -> Validation:
                       [train.eval_seed + j for j in range(train.eval_episodes)], train.eval_scenario)
 
 
-def recipe_other_validations(spec: Any) -> dict[str, Validation]:
-    """The other validation scenarios of the resolved recipe ``spec`` (``train.also_validate_on``), by
-    scenario name: each one's validation variant on the recipe's validation seeds, as the trainer replays them."""
-    from agents.training.envs import evaluation_scenario
-
-    train, own = spec.train, recipe_validation(spec)
-    return {s.name: Validation(evaluation_scenario(s, train), own.seeds, train.eval_scenario)
-            for s in spec.validation_others}
-
-
 # ---------------------------------------------------------------------------------------
 # Reading a run directory
 # ---------------------------------------------------------------------------------------

@@ -19,10 +19,12 @@ A file holds:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .curves import Validation, read_curve, read_scalars, run_means, validation_run
+from .curves import (Validation, baseline_means, baseline_specs, read_curve, read_scalars, recipe_validation, run_means,
+                     validation_run)
 from .diagnosis import time_split
 from .runner import checkpoint_spec
 from .seed_store import SEED_FORMAT, SEEDS_DIR
@@ -31,6 +33,32 @@ from .tuning import TRAINING_SIGNALS, OtherScenario, TuningRow, end_split, train
 def run_path(out: Path, stem: str, candidate: str, seed: int) -> Path:
     """The file of one (candidate, seed) run of a tuning page: ``<out>/seeds/<stem>/<candidate>-s<seed>.json``."""
     return Path(out) / SEEDS_DIR / stem / f"{candidate}-s{seed}.json"
+
+
+def other_scenarios(spec: Any) -> list[tuple[OtherScenario, Validation]]:
+    """A family recipe's other validation scenarios (``train.also_validate_on`` of the resolved recipe
+    ``spec``): how the policy acts on each (its own recipe's rule) and its workloads (the recipe's
+    validation seeds on its validation variant), as the trainer replays them."""
+    from agents.training.envs import evaluation_scenario
+    from agents.training.prepare import acting_rule
+
+    train, seeds = spec.train, recipe_validation(spec).seeds
+    return [(OtherScenario(s.name, *acting_rule(entry)), Validation(evaluation_scenario(s, train), seeds, train.eval_scenario))
+            for entry, s in zip(train.also_validate_on or (), spec.validation_others, strict=True)]
+
+
+def with_rivals(others: Sequence[tuple[OtherScenario, Validation]], workers: int = 1) -> list[OtherScenario]:
+    """Each other scenario with its validation rival: the validation baselines run on its workloads."""
+    from agents.training.validation_baselines import VALIDATION_BASELINES
+
+    from .results import validation_rival
+
+    out = []
+    for other, where in others:
+        means, _ = baseline_means(where, baseline_specs(VALIDATION_BASELINES, where), workers=workers)
+        name, mean = validation_rival(means) or (None, None)
+        out.append(replace(other, rival=name, rival_mean=mean))
+    return out
 
 
 def score_run(validation: Validation, candidate: str, seed: int, run_dir: Path, recipe: Mapping[str, Any],
