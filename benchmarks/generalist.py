@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.json_files import write_json
     from agents.training.checkpoints import BEST
     from agents.training.prepare import prepare_run
-    from envs.config import BASE_KEY, ConfigError, read_scenario_yaml
+    from envs.config import ConfigError, validated_scenario
 
     seeds = seed_range(args)
     try:
@@ -150,9 +150,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append(row)
     page_json = out / PAGE_JSON
     sections = read_sections(out)
-    base = read_scenario_yaml(args.config)[1].get(BASE_KEY)
     sections[recipe] = {"command": command_line(args), "trained_on": [s.name for s in spec.trained_on],
-                        "validated_on": base or spec.scenario.name,
+                        "validated_on": validated_scenario(args.config),
                         "also_validated_on": [s.name for s in spec.validation_others],
                         "training": [seed_training(doc) for doc in docs], "heldout_seeds": list(heldout), "rows": rows,
                         "seed0": shipped_seed(stored[0]) if 0 in stored else None}

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from agents.training.prepare import prepare_run
     from agents.training.validation_baselines import VALIDATION_BASELINES
-    from envs.config import ConfigError
+    from envs.config import ConfigError, validated_scenario
 
     for name, low in (("seeds", 1), ("first_seed", 0), ("probe", 1)):
         if getattr(args, name) is not None and getattr(args, name) < low:
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     command = command_text(args)
     page = markdown(command, scenario, vseeds, validation.eval_scenario, baselines, rival_name, summaries, rows,
-                    probe=args.probe, recipe_steps=recipe_steps, others=others)
+                    probe=args.probe, recipe_steps=recipe_steps, others=others, validated_on=validated_scenario(args.config))
     (out / f"{stem}.md").write_text(page)
     write_csv(out / f"{stem}.csv", rows, rival_name)
     write_json(out / f"{stem}.json", document(command, scenario, vseeds, validation.eval_scenario, baselines,

@@ -268,6 +268,12 @@ def available_scenarios() -> list[str]:
 BASE_KEY = "base"
 
 
+def validated_scenario(name_or_path: str | Path) -> str:
+    """The scenario a recipe validates on: a recipe file's :data:`BASE_KEY`, else the scenario's own name."""
+    path, raw = read_scenario_yaml(name_or_path)
+    return str(raw.get(BASE_KEY) or raw.get("name") or path.stem)
+
+
 def is_recipe_file(path: Path) -> bool:
     """Whether the YAML at ``path`` names a :data:`BASE_KEY` at its top level."""
     return re.search(rf"^{BASE_KEY}:", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE) is not None

@@ -16,6 +16,7 @@ from envs.config import (
     available_scenarios,
     load_scenario,
     parse_override,
+    validated_scenario,
 )
 
 SCENARIOS = ["hetero-6", "multi-3", "sjf-3", "synthetic-3", "synthetic-6", "testbed-3", "testbed-6"]
@@ -78,6 +79,9 @@ def test_a_recipe_file_reads_its_base_scenario_and_lays_its_own_keys_over_it(tmp
     # the shipped recipe file is a recipe on hetero-6, not a scenario of its own
     assert "generalist-synthetic" not in available_scenarios()
     assert load_scenario("generalist-synthetic").capacities == base.capacities
+    # a recipe validates on its base scenario, a scenario's own file on itself
+    assert validated_scenario(path) == validated_scenario("generalist-synthetic") == "hetero-6"
+    assert validated_scenario("multi-3") == "multi-3"
 
 
 @pytest.mark.parametrize("text, message", [

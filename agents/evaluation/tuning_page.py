@@ -149,11 +149,11 @@ def probe_text(probe: int, recipe_steps: int | None) -> str:
 def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_scenario: str,
              baselines: Mapping[str, float | None], rival: str | None, summaries: Sequence[TuningSummary],
              rows: Sequence[TuningRow], probe: int | None = None, recipe_steps: int | None = None,
-             others: Sequence[OtherScenario] = ()) -> str:
+             others: Sequence[OtherScenario] = (), validated_on: str | None = None) -> str:
     """``<stem>.md``: one row per candidate over seeds, then one per seed, and the curves. ``rival``:
     the baseline of ``baselines`` the env steps to beat count to (the validation rival); ``probe``: the
     probe's env steps (``recipe_steps``: the recipe's own budget), None for full-budget runs; ``others``:
-    a family recipe's other validation scenarios."""
+    a family recipe's other validation scenarios (``validated_on``: the scenario its own validation workloads are of)."""
     seeds = sorted({r.seed for r in rows})
     stem = page_stem(scenario, probe)
     budget = "" if probe is None else f", a probe of {probe:,} env steps"
@@ -164,7 +164,7 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
         "",
         f"    {command}",
         "",
-        f"Every seed's `best.pt` (chosen on these workloads) is scored again with the evaluator on the recipe's "
+        f"Every seed's `best.pt` (chosen on these workloads{' and those of the scenarios below' if others else ''}) is scored again with the evaluator on the recipe's "
         f"validation workloads {validation_seeds[0]}..{validation_seeds[-1]} (`{eval_scenario}` variant): mean JCT, "
         "lower is better. Δ: the candidate's seed minus the recipe's same seed; its interval is the 95% t-interval "
         "over seeds. The held-out workloads are not run here.",
@@ -177,8 +177,9 @@ def markdown(command: str, scenario: str, validation_seeds: Sequence[int], eval_
         *SUMMARY_TABLE.markdown(summaries, {"rival": rival or "rival"}),
     ]
     if others:
-        lines += ["", family_text(scenario, rival, baselines.get(rival) if rival else None, others), "",
-                  *family_table(scenario, others).markdown(summaries)]
+        own = validated_on or scenario
+        lines += ["", family_text(own, rival, baselines.get(rival) if rival else None, others), "",
+                  *family_table(own, others).markdown(summaries)]
     lines += ["", "Per seed (validation best of `best.pt`, scored now; in brackets, the run's own logged best):", "",
               *seed_table([s.candidate for s in summaries], rows).markdown(seeds)]
     lines += ["", signal_text(), "", *SIGNAL_TABLE.markdown(summaries)]
