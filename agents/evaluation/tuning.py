@@ -234,6 +234,17 @@ def training_signals(points: Mapping[str, Sequence[tuple[int, float]]]) -> dict[
     return out
 
 
+def over_seeds(values: Sequence[float | None], diffs: Sequence[float | None], prefix: str = "") -> dict:
+    """A score's :class:`TuningSummary` fields over seeds (``<prefix>mean``, ``sd``, ``diff_mean``,
+    ``diff_ci95``, ``seeds_better``) from each seed's value and its difference from the recipe's seed."""
+    x = [v for v in values if v is not None]
+    d = [v for v in diffs if v is not None]
+    return {f"{prefix}mean": float(np.mean(x)) if x else None,
+            f"{prefix}sd": float(np.std(x, ddof=1)) if len(x) > 1 else None,
+            f"{prefix}diff_mean": float(np.mean(d)) if d else None, f"{prefix}diff_ci95": list(t_interval(d)),
+            f"{prefix}seeds_better": sum(v < 0 for v in d)}
+
+
 def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
               trains_on: Mapping[str, Sequence[str]] | None = None) -> list[TuningSummary]:
     """One :class:`TuningSummary` per candidate (the recipe first), from its rows; ``trains_on``: each
@@ -241,29 +252,18 @@ def summarise(rows: Sequence[TuningRow], candidates: Sequence[Candidate],
     out = []
     for c in [Candidate(RECIPE), *candidates]:
         mine = [r for r in rows if r.candidate == c.name]
-        values = [r.validation_best for r in mine if r.validation_best is not None]
-        diffs = [r.diff_vs_recipe for r in mine if r.diff_vs_recipe is not None]
         walls = [r.wall_s for r in mine if math.isfinite(r.wall_s)]
-        lo, hi = t_interval(diffs)
-        relative = [r.relative_best for r in mine if r.relative_best is not None]
-        relative_diffs = [r.relative_diff_vs_recipe for r in mine if r.relative_diff_vs_recipe is not None]
         names = list(dict.fromkeys(name for r in mine for name in r.validation_also))
         out.append(TuningSummary(
             candidate=c.name, overrides=list(c.overrides), seeds=len(mine),
-            mean=float(np.mean(values)) if values else None,
-            sd=float(np.std(values, ddof=1)) if len(values) > 1 else None,
-            diff_mean=float(np.mean(diffs)) if diffs else None, diff_ci95=[lo, hi],
-            seeds_better=sum(d < 0 for d in diffs),
+            **over_seeds([r.validation_best for r in mine], [r.diff_vs_recipe for r in mine]),
             steps_to_beat_rival=[r.steps_to_beat_rival for r in mine],
             wall_s=float(np.mean(walls)) if walls else None,
             trains_on=list((trains_on or {}).get(c.name, ())),
             signals={f: finite_mean([getattr(r, f) for r in mine]) for f in signal_fields()},
             last_mean=finite_mean([r.last_mean_jct for r in mine]), last_split=mean_split([r.last_split for r in mine]),
             also_means={n: finite_mean([r.validation_also.get(n) for r in mine]) for n in names},
-            relative_mean=float(np.mean(relative)) if relative else None,
-            relative_sd=float(np.std(relative, ddof=1)) if len(relative) > 1 else None,
-            relative_diff_mean=float(np.mean(relative_diffs)) if relative_diffs else None,
-            relative_diff_ci95=list(t_interval(relative_diffs)), relative_seeds_better=sum(d < 0 for d in relative_diffs)))
+            **over_seeds([r.relative_best for r in mine], [r.relative_diff_vs_recipe for r in mine], prefix="relative_")))
     return out
 
 

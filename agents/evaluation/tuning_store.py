@@ -40,11 +40,11 @@ def other_scenarios(spec: Any) -> list[tuple[OtherScenario, Validation]]:
     ``spec``): how the policy acts on each (its own recipe's rule) and its workloads (the recipe's
     validation seeds on its validation variant), as the trainer replays them."""
     from agents.training.envs import evaluation_scenario
-    from agents.training.prepare import acting_rule
+    from agents.training.prepare import other_validation_rules
 
     train, seeds = spec.train, recipe_validation(spec).seeds
-    return [(OtherScenario(s.name, *acting_rule(entry)), Validation(evaluation_scenario(s, train), seeds, train.eval_scenario))
-            for entry, s in zip(train.also_validate_on or (), spec.validation_others, strict=True)]
+    return [(OtherScenario(s.name, *rule), Validation(evaluation_scenario(s, train), seeds, train.eval_scenario))
+            for s, rule in other_validation_rules(spec)]
 
 
 def with_rivals(others: Sequence[tuple[OtherScenario, Validation]], workers: int = 1) -> list[OtherScenario]:

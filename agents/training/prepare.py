@@ -110,6 +110,13 @@ def acting_rule(scenario: str) -> tuple[str, str]:
     return spec.train.eval_action, spec.train.eval_conflicts or spec.policy.conflicts
 
 
+def other_validation_rules(spec: RunSpec) -> list[tuple[ScenarioConfig, tuple[str, str]]]:
+    """Each other validation scenario of ``spec`` (:attr:`~.run_spec.RunSpec.validation_others`) with how the
+    policy acts there: its own recipe's rule (:func:`acting_rule` of its ``train.also_validate_on`` entry)."""
+    entries = spec.train.also_validate_on or ()
+    return [(scenario, acting_rule(entry)) for entry, scenario in zip(entries, spec.validation_others, strict=True)]
+
+
 def prepare_run(
     config: str | None,
     overrides: Sequence[str] = (),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .envs import evaluation_envs, evaluation_scenario
 from .logger import OTHER_VALIDATION_PREFIX
-from .prepare import acting_rule
+from .prepare import other_validation_rules
 from .stats import TRUNCATED_PENALTY, SchedulingCollectStats
 from .tianshou_glue.collector import BatchCollector, BatchedReplayBuffer
 from .validation_baselines import figures_text, run_validation_baselines, validation_rival
@@ -106,8 +106,8 @@ class OtherValidation:
         #: each other scenario's acting rule outside training: (eval_action, conflicts) of its own recipe
         self.rules: dict[str, tuple[str, str]] = {}
         try:
-            for name, scenario in zip(t.also_validate_on or (), spec.validation_others, strict=True):
-                self.rules[scenario.name] = acting_rule(name)
+            for scenario, rule in other_validation_rules(spec):
+                self.rules[scenario.name] = rule
                 means = run_validation_baselines(spec.run_dir, evaluation_scenario(scenario, t), t, scenario.name)
                 rival = validation_rival(means)
                 self.rivals[scenario.name] = None if rival is None else rival[1]
