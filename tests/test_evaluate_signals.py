@@ -85,3 +85,24 @@ def test_no_process_outlives_the_evaluation(tmp_path, signum, code, line):
         assert err.strip().splitlines()[-1] == line, err
         assert "Traceback" not in err, err
     assert not out.exists()  # nothing published
+
+
+def test_a_result_cut_off_mid_message_does_not_hang_the_stopped_pool():
+    """A worker stopped while it sends a result leaves part of a message in the result pipe; once the pool
+    is stopped, its manager thread (which the interpreter's exit joins) must end rather than wait for the
+    rest. The part is written here by hand: a length header promising more bytes than follow."""
+    import multiprocessing
+    import os
+    import struct
+    from concurrent.futures import ProcessPoolExecutor
+
+    from agents.evaluation.runner import stop_pool
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    assert pool.submit(os.getpid).result(timeout=60) > 0  # the worker and the manager thread run
+    manager = pool._executor_manager_thread
+    writer = pool._result_queue._writer
+    os.write(writer.fileno(), struct.pack("!i", 1 << 16) + b"part of a pickled result")
+    stop_pool(pool)
+    manager.join(timeout=GONE_WITHIN_S)
+    assert not manager.is_alive(), "the pool's manager thread still waits on the rest of the message"

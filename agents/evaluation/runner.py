@@ -396,9 +396,13 @@ def watch_parent(parent: int, interval: float = PARENT_POLL_S) -> threading.Thre
 
 def stop_pool(pool: ProcessPoolExecutor, grace: float = STOP_GRACE_S) -> None:
     """Stop ``pool`` now: cancel its queued jobs, SIGTERM its worker processes (a running job is
-    abandoned), SIGKILL any still alive after ``grace`` seconds, and reap them all."""
-    # concurrent.futures has no public handle on the processes before Python 3.14
+    abandoned), SIGKILL any still alive after ``grace`` seconds, and reap them all. Then close this
+    process's end of the result pipe: a worker stopped halfway through sending a result leaves a part
+    of a message there, which the pool's manager thread would otherwise wait on for ever (and the
+    interpreter's exit waits on that thread)."""
+    # concurrent.futures has no public handle on the processes or the result pipe before Python 3.14
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -409,6 +413,9 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = STOP_GRACE_S) -> None:
         if process.is_alive():
             process.kill()
             process.join()
+    writer = getattr(results, "_writer", None)
+    if writer is not None:
+        writer.close()  # no worker writes any more: a half-read message now ends in EOF, and the pool is broken
 
 
 def _run_job(index: int, seeds: tuple[int, ...]) -> tuple[int, list[EpisodeResult], bool | None]:
